@@ -1,0 +1,37 @@
+"""The one exception tree of crashpoint.
+
+    CrashpointError
+    ├── ConfigError          bad configuration or usage (CLI exit 2)
+    ├── InfrastructureError  a server, engine or binary the run needs is missing or broke (exit 3)
+    │   └── ToxiproxyUnavailable
+    ├── RendezvousTimeout    a worker never reached the boundary a trial waits for
+    └── ProviderError        a fake provider answered its control API unexpectedly
+
+Every message says what happened, shows the value, and says what to do.
+"""
+
+from __future__ import annotations
+
+
+class CrashpointError(Exception):
+    """Root of every error crashpoint raises on purpose."""
+
+
+class ConfigError(CrashpointError):
+    """Configuration or usage is wrong; the message names the file and key."""
+
+
+class InfrastructureError(CrashpointError):
+    """Something the run depends on (a server, an engine, a binary) is missing or broke."""
+
+
+class ToxiproxyUnavailable(InfrastructureError):
+    """No Toxiproxy server could be found, started or built."""
+
+
+class RendezvousTimeout(CrashpointError):
+    """A worker did not reach the awaited failpoint or provider hold in time."""
+
+
+class ProviderError(CrashpointError):
+    """A fake provider's control or oracle API answered unexpectedly."""

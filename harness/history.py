@@ -1,0 +1,116 @@
+"""The trial history: every event of one trial in one ordered log.
+
+Supervisor, rendezvous, providers and target adapter append to it; the oracle and the
+report only read it. Times are ``time.monotonic()`` seconds: on Linux that clock is
+shared by every process on the machine, so events from providers and workers order
+correctly against the supervisor's own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Event kinds the report knows how to colour; others are drawn neutral.
+KNOWN_KINDS = frozenset(
+    {
+        "worker_start",
+        "worker_exit",
+        "claim",
+        "failpoint",
+        "signal",
+        "arrival",
+        "commit",
+        "response_dropped",
+        "hold",
+        "release",
+        "toxic_on",
+        "toxic_off",
+        "lease_expired",
+        "reconcile",
+        "result_write",
+        "ack",
+        "review",
+        "restore",
+        "enqueue",
+        "note",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing that happened during a trial."""
+
+    t: float
+    source: str
+    kind: str
+    job: str | None = None
+    attempt: int | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self, *, t0: float = 0.0) -> dict[str, Any]:
+        return {
+            "t": round(self.t - t0, 6),
+            "source": self.source,
+            "kind": self.kind,
+            "job": self.job,
+            "attempt": self.attempt,
+            "fields": self.fields,
+        }
+
+
+class History:
+    """A thread-safe, append-only event log for one trial."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: list[Event] = []
+        self.t0 = time.monotonic()
+
+    def append(
+        self,
+        source: str,
+        kind: str,
+        *,
+        job: str | None = None,
+        attempt: int | None = None,
+        t: float | None = None,
+        **fields: Any,
+    ) -> Event:
+        event = Event(
+            t=time.monotonic() if t is None else t,
+            source=source,
+            kind=kind,
+            job=job,
+            attempt=attempt,
+            fields=fields,
+        )
+        with self._lock:
+            self._events.append(event)
+        return event
+
+    def extend(self, events: Iterable[Event]) -> None:
+        with self._lock:
+            self._events.extend(events)
+
+    def events(self) -> list[Event]:
+        """All events ordered by time (stable for equal times)."""
+        with self._lock:
+            return sorted(self._events, key=lambda e: e.t)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._events)
+
+    def of_kind(self, kind: str) -> list[Event]:
+        return [e for e in self.events() if e.kind == kind]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [e.to_json(t0=self.t0) for e in self.events()]

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Installs and starts what the process tier needs: the Toxiproxy server, PostgreSQL,
+# the Docker engine, headless Chromium and xmllint. Idempotent: every step checks first.
+# Usage: scripts/install-infra.sh [toxiproxy|postgres|docker|browser|all]...
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${CRASHPOINT_CACHE:-$HOME/.cache/crashpoint}
+state=${CRASHPOINT_INFRA_DIR:-/var/tmp/crashpoint-infra}
+mkdir -p "$cache" "$state"
+TOXIPROXY_VERSION=2.12.0
+
+log() { printf '[install-infra] %s\n' "$*" >&2; }
+timed() {  # timed NAME CMD...: runs CMD and says how long it took
+  local name=$1 t0 t1; shift
+  t0=$(date +%s.%N)
+  "$@"
+  t1=$(date +%s.%N)
+  log "$(printf '%s took %.1f s' "$name" "$(echo "$t1 - $t0" | bc)")"
+}
+
+apt_updated=0
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ $apt_updated -eq 0 ]; then apt-get update -qq; apt_updated=1; fi
+  log "apt-get install ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+toxiproxy() {
+  local bin="$cache/toxiproxy-$TOXIPROXY_VERSION/toxiproxy-server"
+  if [ -x "$bin" ]; then log "toxiproxy: cached at $bin"; return 0; fi
+  command -v go >/dev/null || { log "toxiproxy: no Go toolchain; network scenarios will be skipped"; return 0; }
+  local gobin="$cache/toxiproxy-$TOXIPROXY_VERSION/gobin"
+  mkdir -p "$gobin"
+  GOBIN="$gobin" GOFLAGS=-buildvcs=false go install \
+    -ldflags "-X github.com/Shopify/toxiproxy/v2.Version=$TOXIPROXY_VERSION" \
+    "github.com/Shopify/toxiproxy/v2/cmd/server@v$TOXIPROXY_VERSION"
+  # go install names the binary after its package directory ("server").
+  mv "$gobin/server" "$bin"
+  rmdir "$gobin" 2>/dev/null || true
+  log "toxiproxy: built $bin"
+}
+
+postgres() {
+  apt_install postgresql bc
+  local ver cluster
+  ver=$(ls /usr/lib/postgresql | sort -n | tail -1)
+  cluster=main
+  if ! pg_lsclusters -h | grep -q "^$ver $cluster "; then
+    pg_createcluster "$ver" "$cluster" >/dev/null
+  fi
+  if ! pg_lsclusters -h | awk -v v="$ver" -v c="$cluster" '$1==v && $2==c {print $4}' | grep -q online; then
+    pg_ctlcluster "$ver" "$cluster" start
+  fi
+  su postgres -c "psql -qtAc \"SELECT 1 FROM pg_roles WHERE rolname='crashpoint'\"" | grep -q 1 ||
+    su postgres -c "psql -qc \"CREATE ROLE crashpoint LOGIN SUPERUSER PASSWORD 'crashpoint'\""
+  su postgres -c "psql -qtAc \"SELECT 1 FROM pg_database WHERE datname='crashpoint'\"" | grep -q 1 ||
+    su postgres -c "createdb -O crashpoint crashpoint"
+  log "postgres: $ver/$cluster online; CRASHPOINT_PG_DSN=postgresql://crashpoint:crashpoint@127.0.0.1:5432/crashpoint"
+}
+
+docker_engine() {
+  apt_install docker.io
+  if docker info >/dev/null 2>&1; then log "docker: engine already running"; return 0; fi
+  # No bridge or iptables on this kind of machine: containers use the host network.
+  nohup dockerd --iptables=false --ip-masq=false --bridge=none --storage-driver=vfs \
+    >"$state/dockerd.log" 2>&1 &
+  for _ in $(seq 1 100); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
+  docker info >/dev/null 2>&1 || { log "docker: dockerd did not start; see $state/dockerd.log"; return 1; }
+  log "docker: engine running"
+}
+
+browser() {
+  apt_install chromium libxml2-utils
+  log "browser: $(chromium --version 2>/dev/null || echo missing)"
+}
+
+[ $# -eq 0 ] && set -- all
+for what in "$@"; do
+  case $what in
+    toxiproxy) timed toxiproxy toxiproxy ;;
+    postgres) timed postgres postgres ;;
+    docker) timed docker docker_engine ;;
+    browser) timed browser browser ;;
+    all) apt_install bc; timed toxiproxy toxiproxy; timed postgres postgres; timed docker docker_engine; timed browser browser ;;
+    *) log "unknown component '$what' (expected toxiproxy, postgres, docker, browser or all)"; exit 2 ;;
+  esac
+done
