@@ -1,0 +1,1 @@
+"""Benchmarks: speed and memory targets, reported as medians and ratios (``nox -s bench``)."""
