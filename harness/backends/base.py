@@ -1,0 +1,101 @@
+"""The ``Backend`` seam: start a worker, signal it, pause it, wait for it, reap it.
+
+Exit statuses follow :mod:`subprocess`: ``0..255`` for a normal exit, ``-N`` for death by
+signal ``N``. Every backend reports in that convention so a trial compares them directly.
+"""
+
+from __future__ import annotations
+
+import signal as _signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class WorkerHandle(Protocol):
+    """One running worker (a process tree or a container)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def pid(self) -> int:
+        """Host pid of the worker's top process."""
+        ...
+
+    @property
+    def started_at(self) -> float:
+        """``time.monotonic()`` when the worker was started."""
+        ...
+
+    @property
+    def exited_at(self) -> float | None:
+        """``time.monotonic()`` when the exit was observed, ``None`` while running."""
+        ...
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit status (see the module docstring), ``None`` while running."""
+        ...
+
+    def signal(self, sig: int) -> None:
+        """Deliver ``sig`` to the whole worker tree."""
+        ...
+
+    def pause(self) -> None:
+        """Freeze the whole tree (SIGSTOP or the cgroup freezer)."""
+        ...
+
+    def resume(self) -> None:
+        """Thaw what :meth:`pause` froze."""
+        ...
+
+    def wait(self, timeout_s: float) -> int | None:
+        """Exit status once exited, or ``None`` if still running after ``timeout_s``."""
+        ...
+
+    def alive(self) -> bool: ...
+
+    def stop(self, timeout_s: float = 5.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout_s``; reap everything; the exit status."""
+        ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Starts workers; :meth:`close` reaps every worker it started."""
+
+    name: str
+
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str | Path,
+    ) -> WorkerHandle:
+        """Start ``argv`` in ``cwd`` with exactly ``env`` as its environment."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def describe_exit(returncode: int | None) -> str:
+    """``"exit 0"``, ``"killed by SIGKILL"`` or ``"running"`` for logs and reports."""
+    if returncode is None:
+        return "running"
+    if returncode < 0:
+        try:
+            return f"killed by {_signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit {returncode}"
+
+
+def signal_name(sig: int) -> str:
+    try:
+        return _signal.Signals(sig).name
+    except ValueError:
+        return str(sig)

@@ -1,0 +1,328 @@
+"""Harness side of the failpoint protocol (see :mod:`harness.failpoints`).
+
+A worker connects to a UNIX socket, writes one JSON line per boundary it reaches
+(``{"point", "job", "attempt", "pid"}``) and blocks until it reads one line back
+(``{"action": "continue"}``). :meth:`Rendezvous.hold` arms a hold; a hit that matches
+is kept waiting (the worker is blocked exactly at its boundary) until the trial calls
+:meth:`Hit.resume`, or kills the worker. Hits nobody held are answered at once.
+
+One background thread serves every connection through a selector. Replies are written
+from the caller's thread; a worker never sends a line before it got its reply, so reads
+and writes on one connection never overlap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import ConfigError, RendezvousTimeout
+from harness.history import History
+
+# sockaddr_un.sun_path is 108 bytes on Linux, including the terminating NUL.
+_MAX_SOCKET_PATH = 107
+_CONTINUE = b'{"action": "continue"}\n'
+
+
+class _Conn:
+    """One worker connection; owns the socket and the line buffer."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+        self.lock = threading.Lock()
+        self.closed = threading.Event()
+        self.held: list[Hit] = []
+
+    def reply(self, line: bytes) -> bool:
+        with self.lock:
+            if self.closed.is_set():
+                return False
+            try:
+                self.sock.sendall(line)
+            except OSError:
+                return False
+            return True
+
+
+@dataclass
+class Hit:
+    """One worker reaching one failpoint."""
+
+    point: str
+    job: str | None
+    attempt: int | None
+    pid: int | None
+    t: float
+    held: bool
+    _conn: _Conn = field(repr=False, compare=False)
+    _resumed: bool = field(default=False, repr=False, compare=False)
+
+    def resume(self, action: str = "continue") -> bool:
+        """Let the worker go on; ``False`` if it had already disconnected (killed)."""
+        if self._resumed:
+            return not self._conn.closed.is_set()
+        self._resumed = True
+        return self._conn.reply((json.dumps({"action": action}) + "\n").encode())
+
+    @property
+    def disconnected(self) -> bool:
+        """The worker closed its connection (exited or was killed)."""
+        return self._conn.closed.is_set()
+
+    def wait_disconnected(self, timeout_s: float) -> bool:
+        """Block until the worker's connection closes; ``True`` if it did in time."""
+        return self._conn.closed.wait(timeout_s)
+
+
+class Gate:
+    """An armed hold; :meth:`wait` returns each matching hit in arrival order."""
+
+    def __init__(self, point: str, job: str | None, attempt: int | None, times: int) -> None:
+        self.point = point
+        self.job = job
+        self.attempt = attempt
+        self.remaining = times
+        self.hits: list[Hit] = []
+        self._queue: deque[Hit] = deque()
+        self._cond = threading.Condition()
+
+    def matches(self, point: str, job: str | None, attempt: int | None) -> bool:
+        return (
+            self.remaining > 0
+            and point == self.point
+            and (self.job is None or job == self.job)
+            and (self.attempt is None or attempt == self.attempt)
+        )
+
+    def deliver(self, hit: Hit) -> None:
+        with self._cond:
+            self.hits.append(hit)
+            self._queue.append(hit)
+            self._cond.notify_all()
+
+    def wait(self, timeout_s: float) -> Hit:
+        """The next held hit; raises :class:`RendezvousTimeout` after ``timeout_s``."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: bool(self._queue), timeout_s):
+                raise RendezvousTimeout(
+                    f"no worker reached failpoint {self.point!r} "
+                    f"(job={self.job!r}, attempt={self.attempt!r}) within {timeout_s} s; "
+                    "check that the worker calls failpoint() there and that "
+                    "CRASHPOINT_FAILPOINTS is set in its environment"
+                )
+            return self._queue.popleft()
+
+    def describe(self) -> str:
+        return f"{self.point} job={self.job} attempt={self.attempt}"
+
+
+class Holds:
+    """The armed holds, matched in arming order (no I/O: unit-testable)."""
+
+    def __init__(self) -> None:
+        self._gates: list[Gate] = []
+        self._lock = threading.Lock()
+
+    def arm(self, point: str, job: str | None, attempt: int | None, times: int) -> Gate:
+        if times < 1:
+            raise ConfigError(f"a hold needs times >= 1, got times={times!r}")
+        gate = Gate(point, job, attempt, times)
+        with self._lock:
+            self._gates.append(gate)
+        return gate
+
+    def claim(self, point: str, job: str | None, attempt: int | None) -> Gate | None:
+        """The first armed gate matching this hit, with one use consumed."""
+        with self._lock:
+            for gate in self._gates:
+                if gate.matches(point, job, attempt):
+                    gate.remaining -= 1
+                    if gate.remaining == 0:
+                        self._gates.remove(gate)
+                    return gate
+        return None
+
+    def disarm(self, gate: Gate) -> None:
+        with self._lock:
+            if gate in self._gates:
+                self._gates.remove(gate)
+            gate.remaining = 0
+
+
+class Rendezvous:
+    """A UNIX socket server for failpoint hits; a context manager."""
+
+    def __init__(self, path: str | Path, history: History | None = None) -> None:
+        self.path = Path(path)
+        if len(os.fsencode(self.path)) > _MAX_SOCKET_PATH:
+            raise ConfigError(
+                f"failpoint socket path is {len(os.fsencode(self.path))} bytes, over the "
+                f"{_MAX_SOCKET_PATH}-byte UNIX socket limit: {str(self.path)!r}; "
+                "use a shorter state directory (for example under /tmp)"
+            )
+        self._history = history
+        self._holds = Holds()
+        self._hits: list[Hit] = []
+        self._hits_lock = threading.Lock()
+        self._conns: set[_Conn] = set()
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        self._listener.bind(str(self.path))
+        self._listener.listen(64)
+        self._listener.setblocking(False)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ, None)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._stopping = False
+        self._thread = threading.Thread(target=self._serve, name="crashpoint-rendezvous")
+        self._thread.daemon = True
+        self._thread.start()
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment entry that points a worker here."""
+        return {"CRASHPOINT_FAILPOINTS": str(self.path)}
+
+    def hold(
+        self,
+        point: str,
+        *,
+        job: str | None = None,
+        attempt: int | None = None,
+        times: int = 1,
+    ) -> Gate:
+        """Arm a hold: the next ``times`` matching hits wait until resumed."""
+        return self._holds.arm(point, job, attempt, times)
+
+    def disarm(self, gate: Gate) -> None:
+        """Stop holding for ``gate``; hits already held stay held until resumed."""
+        self._holds.disarm(gate)
+
+    def hits(self) -> list[Hit]:
+        """Every hit so far, held or not, in arrival order."""
+        with self._hits_lock:
+            return list(self._hits)
+
+    def close(self) -> None:
+        """Stop serving, drop every connection (held workers continue) and remove the socket."""
+        if self._stopping:
+            return
+        self._stopping = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        self._thread.join(5.0)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    def __enter__(self) -> Rendezvous:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _serve(self) -> None:
+        try:
+            while not self._stopping:
+                for key, _ in self._selector.select():
+                    if key.fileobj is self._wake_r:
+                        continue
+                    if key.fileobj is self._listener:
+                        self._accept()
+                    else:
+                        assert isinstance(key.data, _Conn)
+                        self._read(key.data)
+        finally:
+            for conn in list(self._conns):
+                self._drop(conn)
+            self._selector.close()
+            self._listener.close()
+            self._wake_r.close()
+            self._wake_w.close()
+
+    def _accept(self) -> None:
+        try:
+            sock, _ = self._listener.accept()
+        except BlockingIOError:
+            return
+        sock.setblocking(True)  # only read when readable; replies may block briefly
+        conn = _Conn(sock)
+        self._conns.add(conn)
+        self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _read(self, conn: _Conn) -> None:
+        try:
+            data = conn.sock.recv(65536)
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(conn)
+            return
+        conn.buf += data
+        *lines, conn.buf = conn.buf.split(b"\n")
+        for line in lines:
+            if line.strip():
+                self._on_line(conn, line)
+
+    def _on_line(self, conn: _Conn, line: bytes) -> None:
+        t = time.monotonic()
+        try:
+            msg = json.loads(line)
+            point = str(msg["point"])
+        except (ValueError, KeyError, TypeError):
+            # A malformed line must not wedge the worker: let it go on, and say so.
+            if self._history is not None:
+                self._history.append("supervisor", "note", text=f"bad failpoint line {line!r}")
+            conn.reply(_CONTINUE)
+            return
+        job = None if msg.get("job") is None else str(msg["job"])
+        attempt = msg.get("attempt") if isinstance(msg.get("attempt"), int) else None
+        pid = msg.get("pid") if isinstance(msg.get("pid"), int) else None
+        gate = self._holds.claim(point, job, attempt)
+        hit = Hit(point, job, attempt, pid, t, gate is not None, conn)
+        with self._hits_lock:
+            self._hits.append(hit)
+        if self._history is not None:
+            self._history.append(
+                f"worker:{pid}",
+                "failpoint",
+                job=job,
+                attempt=attempt,
+                t=t,
+                point=point,
+                held=hit.held,
+            )
+        if gate is None:
+            hit._resumed = True
+            conn.reply(_CONTINUE)
+        else:
+            conn.held.append(hit)
+            gate.deliver(hit)
+
+    def _drop(self, conn: _Conn) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(conn.sock)
+        with conn.lock:
+            conn.closed.set()
+            conn.sock.close()
+        self._conns.discard(conn)
+        if self._history is not None:
+            for hit in conn.held:
+                if not hit._resumed:
+                    self._history.append(
+                        f"worker:{hit.pid}",
+                        "note",
+                        job=hit.job,
+                        attempt=hit.attempt,
+                        text=f"worker disconnected while held at {hit.point}",
+                    )

@@ -1,0 +1,211 @@
+"""A detached reaper that outlives the harness (the Ryuk pattern).
+
+:meth:`Watchdog.start` spawns ``python -m harness.watchdog`` in its own session with the
+read end of a pipe as its stdin. The harness writes one JSON line per thing it starts
+(a process group, the run's containers, a temp dir) and per thing it reaped. When the pipe
+reaches EOF, whether because the harness closed it, exited, was interrupted or was
+SIGKILLed (the kernel closes its fds), the watchdog kills and removes whatever is still
+registered, then exits. The pipe gives an instant, pid-reuse-free death signal; a slow
+poll of the parent pid covers a write end kept open by a ``fork()``ed child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+#: Docker label on every container a run starts; the watchdog sweeps by it.
+RUN_LABEL = "crashpoint.run"
+
+_PARENT_POLL_S = 0.5
+
+
+class Watchdog:
+    """Harness side: registers what must not outlive this process."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], write_fd: int, run_id: str) -> None:
+        self.run_id = run_id
+        self._proc = proc
+        self._fd: int | None = write_fd
+        self._lock = threading.Lock()
+
+    @classmethod
+    def start(cls, run_id: str | None = None) -> Watchdog:
+        run_id = run_id or uuid.uuid4().hex[:12]
+        read_fd, write_fd = os.pipe()  # non-inheritable: workers never hold the write end
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "harness.watchdog", str(os.getpid()), run_id],
+                stdin=read_fd,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C and a kill of our group must not reach it
+            )
+        finally:
+            os.close(read_fd)
+        return cls(proc, write_fd, run_id)
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def watch_group(self, pgid: int) -> None:
+        self._send({"op": "group", "pgid": pgid, "ctime": _create_time(pgid)})
+
+    def forget_group(self, pgid: int) -> None:
+        self._send({"op": "forget_group", "pgid": pgid})
+
+    def watch_containers(self) -> None:
+        """Remove every container labelled ``crashpoint.run=<run_id>`` if the harness dies."""
+        self._send({"op": "containers"})
+
+    def watch_dir(self, path: str | Path) -> None:
+        self._send({"op": "dir", "path": str(path)})
+
+    def forget_dir(self, path: str | Path) -> None:
+        self._send({"op": "forget_dir", "path": str(path)})
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Normal exit: the watchdog sweeps anything still registered, then exits; reap it."""
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+        try:
+            self._proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+    def __enter__(self) -> Watchdog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, message: dict[str, Any]) -> None:
+        line = (json.dumps(message) + "\n").encode()
+        with self._lock:
+            if self._fd is None:
+                return
+            try:
+                os.write(self._fd, line)  # one short line: atomic under PIPE_BUF
+            except BrokenPipeError:
+                # The watchdog died; the run goes on, only the crash safety net is gone.
+                os.close(self._fd)
+                self._fd = None
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+class _Registry:
+    """Watchdog side: what is still registered."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.groups: dict[int, float | None] = {}
+        self.dirs: set[str] = set()
+        self.containers = False
+
+    def apply(self, message: dict[str, Any]) -> None:
+        op = message.get("op")
+        if op == "group":
+            self.groups[int(message["pgid"])] = message.get("ctime")
+        elif op == "forget_group":
+            self.groups.pop(int(message["pgid"]), None)
+        elif op == "containers":
+            self.containers = True
+        elif op == "dir":
+            self.dirs.add(str(message["path"]))
+        elif op == "forget_dir":
+            self.dirs.discard(str(message["path"]))
+
+    def sweep(self) -> None:
+        for pgid, ctime in self.groups.items():
+            _kill_group(pgid, ctime)
+        if self.containers:
+            _remove_containers(self.run_id)
+        for path in self.dirs:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _kill_group(pgid: int, ctime: float | None) -> None:
+    # A live process with this pid but another start time is a stranger who got the pid
+    # after our group ended: leave it alone.
+    leader_ctime = _create_time(pgid)
+    if leader_ctime is not None and ctime is not None and abs(leader_ctime - ctime) > 0.01:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _remove_containers(run_id: str) -> None:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        for container in client.containers.list(
+            all=True, filters={"label": f"{RUN_LABEL}={run_id}"}
+        ):
+            container.remove(force=True)
+        client.close()
+    except Exception as exc:  # the engine may be gone too; nothing else to do from here
+        print(f"watchdog: could not remove containers of run {run_id}: {exc}", file=sys.stderr)
+
+
+def _parent_alive(parent: psutil.Process) -> bool:
+    try:
+        return parent.is_running() and parent.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def main(argv: list[str]) -> int:
+    parent_pid, run_id = int(argv[0]), argv[1]
+    try:
+        parent = psutil.Process(parent_pid)
+    except psutil.Error:
+        parent = None
+    registry = _Registry(run_id)
+    stdin = sys.stdin.buffer
+    # Ignore the usual terminal signals: only EOF or a dead parent ends the watch.
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    import select
+
+    buf = b""
+    while True:
+        ready, _, _ = select.select([stdin], [], [], _PARENT_POLL_S)
+        if ready:
+            chunk = os.read(stdin.fileno(), 65536)
+            if not chunk:
+                break
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    registry.apply(json.loads(line))
+        elif parent is None or not _parent_alive(parent):
+            break
+    registry.sweep()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
