@@ -1,0 +1,443 @@
+"""What a provider does with one request, independent of sockets.
+
+``ProviderApp.handle`` takes a parsed ``Request`` and returns a ``Reply`` (or a reply
+that says to drop the connection). Holds and delays block the calling thread, which is
+one per connection in the HTTP server; the unit tests drive this class directly.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from fake_providers.faults import Armed, FaultBoard, Hold
+from fake_providers.fingerprint import MARKER_FIELD, fingerprint
+from fake_providers.models import HOLD_ACTIONS, KINDS, OUTCOMES, Fault
+from fake_providers.problems import PROBLEM_TYPE, Problem
+from fake_providers.store import ArrivalIn, Store
+
+JSON_TYPE = "application/json"
+MAX_BODY_BYTES = 1 << 20
+#: A single long-poll never waits longer than this; clients loop for longer waits.
+MAX_POLL_S = 10.0
+
+WRITE_PATHS = {"idempotent": "/v1/effects", "plain": "/v1/sends", "unqueryable": "/v1/sends"}
+_COMMIT_PATH_ACTIONS = ("hold_before_commit", "hold_after_commit", "drop_after_commit")
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    target: str
+    headers: Mapping[str, str] = field(default_factory=dict)  # keys lower-case
+    body: bytes = b""
+    peer_pid: int | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: bytes = b""
+    content_type: str = JSON_TYPE
+    headers: tuple[tuple[str, str], ...] = ()
+    #: Close the connection without sending anything (after the work it describes).
+    drop: bool = False
+
+    @classmethod
+    def json(cls, status: int, value: Any, **kw: Any) -> Reply:
+        return cls(status, json.dumps(value, separators=(",", ":")).encode(), **kw)
+
+    @classmethod
+    def problem(cls, p: Problem, *, instance: str | None = None) -> Reply:
+        return cls(p.status, p.body(instance=instance), PROBLEM_TYPE)
+
+
+DROP = Reply(0, drop=True)
+
+
+@dataclass
+class _Write:
+    """A write after parsing: the fields every arrival records."""
+
+    arrival_id: int
+    body: dict[str, Any]
+    job_id: str | None
+    key: str | None
+    marker: str | None
+    fingerprint: str
+
+
+class ProviderApp:
+    def __init__(
+        self,
+        *,
+        kind: str,
+        name: str,
+        store: Store,
+        board: FaultBoard | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"provider kind={kind!r} is unknown; use one of {', '.join(KINDS)}")
+        self.kind = kind
+        self.name = name
+        self.store = store
+        self.board = board or FaultBoard()
+        self._sleep = sleep
+        self.write_path = WRITE_PATHS[kind]
+
+    # -- routing --------------------------------------------------------------------
+
+    def handle(self, req: Request) -> Reply:
+        url = urlsplit(req.target)
+        path, query = url.path, parse_qs(url.query, keep_blank_values=True)
+        try:
+            return self._route(req, path, query)
+        except Problem as p:
+            return Reply.problem(p, instance=path)
+        except Exception as exc:  # the fake must never answer a bare 500
+            return Reply.problem(
+                Problem(500, f"provider bug: {type(exc).__name__}: {exc}"), instance=path
+            )
+
+    def _route(self, req: Request, path: str, query: dict[str, list[str]]) -> Reply:
+        routes: dict[str, dict[str, Callable[[], Reply]]] = {
+            self.write_path: {
+                "POST": lambda: self._write(req, path),
+                "GET": lambda: self._lookup(req, path, query),
+            },
+            "/_oracle/arrivals": {"GET": lambda: Reply.json(200, self.store.arrivals())},
+            "/_oracle/effects": {"GET": lambda: Reply.json(200, self.store.effects())},
+            "/_control/health": {"GET": self._health},
+            "/_control/faults": {
+                "GET": lambda: Reply.json(200, self.board.snapshot()),
+                "POST": lambda: self._arm(req),
+                "DELETE": self._disarm,
+            },
+            "/_control/reset": {"POST": self._reset},
+        }
+        methods = routes.get(path)
+        if methods is None:
+            methods = self._fault_routes(req, path, query)
+        if methods is None:
+            raise Problem(404, f"no route {path!r} on a {self.kind} provider")
+        action = methods.get(req.method)
+        if action is None:
+            raise Problem(
+                405, f"{req.method} is not allowed on {path}; allowed: {', '.join(methods)}"
+            )
+        return action()
+
+    def _fault_routes(
+        self, req: Request, path: str, query: dict[str, list[str]]
+    ) -> dict[str, Callable[[], Reply]] | None:
+        parts = path.split("/")
+        # /_control/faults/{id}/held and /_control/faults/{id}/release
+        if len(parts) != 5 or parts[1:3] != ["_control", "faults"]:
+            return None
+        fault_id, verb = parts[3], parts[4]
+        if verb == "held":
+            return {"GET": lambda: self._held(fault_id, query)}
+        if verb == "release":
+            return {"POST": lambda: self._release(fault_id, req)}
+        return None
+
+    # -- business API ---------------------------------------------------------------
+
+    def _write(self, req: Request, path: str) -> Reply:
+        w = self._parse_write(req, path)
+        delay = self.board.take(("delay_response",), job=w.job_id, key=w.key, marker=w.marker)
+        reply, fault = self._execute(w)
+        if delay is not None and not reply.drop:
+            self._sleep(delay.fault.delay_s)
+            fault = fault or "delay_response"
+        self.store.finish_arrival(
+            w.arrival_id,
+            status=None if reply.drop else reply.status,
+            replayed=any(h == ("Idempotent-Replayed", "true") for h in reply.headers),
+            fault=fault,
+        )
+        return reply
+
+    def _parse_write(self, req: Request, path: str) -> _Write:
+        parsed = _parse_body(req)
+        body = parsed if isinstance(parsed, dict) else None
+        job_id = _str_field(body, "job_id")
+        marker = _str_field(body, MARKER_FIELD)
+        key = req.headers.get("idempotency-key") if self.kind == "idempotent" else None
+        fp = fingerprint(body, kind=self.kind) if body is not None else None
+        arrival_id = self.store.record_arrival(
+            ArrivalIn(
+                kind="write",
+                method=req.method,
+                path=path,
+                job_id=job_id,
+                idempotency_key=key,
+                client_marker=marker,
+                fingerprint=fp,
+                fencing_token=req.headers.get("x-fencing-token"),
+                worker_id=req.headers.get("x-worker-id"),
+                peer_pid=req.peer_pid,
+            )
+        )
+        problem = parsed if isinstance(parsed, Problem) else None
+        if problem is None and self.kind == "idempotent" and not key:
+            problem = Problem(400, "Idempotency-Key header is missing; send one per logical job")
+        if problem is None and self.kind != "idempotent" and marker is None:
+            problem = Problem(
+                422, f"body.{MARKER_FIELD} is missing or not a string; the worker must choose one"
+            )
+        if problem is not None or body is None or fp is None:
+            problem = problem or Problem(400, "body is missing; send a JSON object")
+            self.store.finish_arrival(arrival_id, status=problem.status)
+            raise problem
+        return _Write(arrival_id, body, job_id, key, marker, fp)
+
+    def _execute(self, w: _Write) -> tuple[Reply, str | None]:
+        """Run a parsed write; returns the reply and the fault that acted on it."""
+        failing = self.board.take(("fail_before_commit",), job=w.job_id, key=w.key, marker=w.marker)
+        if failing is not None:
+            p = Problem(
+                failing.fault.status,
+                f"injected failure before commit (fault {failing.id}); nothing was committed",
+            )
+            return Reply.problem(p, instance=self.write_path), "fail_before_commit"
+        if w.key is not None:
+            decision = self.store.reserve_key(w.key, w.fingerprint)
+            if decision.outcome == "mismatch":
+                p = Problem(
+                    422,
+                    f"Idempotency-Key {w.key!r} was first used with a different payload; "
+                    f"send the original payload or a new key",
+                )
+                return Reply.problem(p, instance=self.write_path), None
+            if decision.outcome == "in_flight":
+                p = Problem(
+                    409,
+                    f"a request with Idempotency-Key {w.key!r} is still in flight; "
+                    f"retry later or look it up",
+                )
+                return Reply.problem(p, instance=self.write_path), None
+            if decision.outcome == "replay":
+                return (
+                    Reply(
+                        decision.status,
+                        decision.body,
+                        _stored_type(decision.status),
+                        (("Idempotent-Replayed", "true"),),
+                    ),
+                    None,
+                )
+            if w.job_id is None:
+                # Execution began and failed on business validation: store the error so a
+                # retry under the same key replays it, as the IETF draft allows.
+                p = Problem(422, "body.job_id is missing or not a string; send the job's id")
+                body = p.body(instance=self.write_path)
+                self.store.complete_key(w.key, p.status, body)
+                return Reply(p.status, body, PROBLEM_TYPE), None
+        elif w.job_id is None:
+            p = Problem(422, "body.job_id is missing or not a string; send the job's id")
+            return Reply.problem(p, instance=self.write_path), None
+        return self._commit_path(w)
+
+    def _commit_path(self, w: _Write) -> tuple[Reply, str | None]:
+        armed = self.board.take(_COMMIT_PATH_ACTIONS, job=w.job_id, key=w.key, marker=w.marker)
+        action = armed.fault.action if armed is not None else None
+        if armed is not None:
+            self.store.mark_fault(w.arrival_id, armed.fault.action)
+        if armed is not None and action == "hold_before_commit":
+            outcome = self._hold(armed, w, committed=False, effect_id=None)
+            if outcome == "drop":
+                if w.key is not None:
+                    self.store.release_key(w.key)
+                return DROP, action
+        effect_id, status, body = self.store.commit_effect(
+            arrival_id=w.arrival_id,
+            job_id=w.job_id,
+            fingerprint=w.fingerprint,
+            key=w.key,
+            marker=w.marker,
+            respond=self._created,
+        )
+        if (
+            armed is not None
+            and action == "hold_after_commit"
+            and self._hold(armed, w, committed=True, effect_id=effect_id) == "drop"
+        ):
+            return DROP, action
+        if action == "drop_after_commit":
+            return DROP, action
+        return Reply(status, body), action
+
+    def _created(self, effect: dict[str, Any]) -> tuple[int, bytes]:
+        doc = {
+            "id": effect["id"],
+            "object": "effect" if self.kind == "idempotent" else "send",
+            "job_id": effect["job_id"],
+            "idempotency_key": effect["idempotency_key"],
+            "client_marker": effect["client_marker"],
+            "fingerprint": effect["fingerprint"],
+            "created": effect["t_wall"],
+        }
+        return 201, json.dumps(doc, separators=(",", ":")).encode()
+
+    def _hold(self, armed: Armed, w: _Write, *, committed: bool, effect_id: int | None) -> str:
+        hold = Hold(
+            fault_id=armed.id,
+            action=armed.fault.action,
+            arrival_id=w.arrival_id,
+            job_id=w.job_id,
+            idempotency_key=w.key,
+            client_marker=w.marker,
+            committed=committed,
+            effect_id=effect_id,
+        )
+        return self.board.hold(armed, hold)
+
+    def _lookup(self, req: Request, path: str, query: dict[str, list[str]]) -> Reply:
+        param = "idempotency_key" if self.kind == "idempotent" else MARKER_FIELD
+        value = _first(query, param)
+        job_id = _first(query, "job_id")
+        arrival_id = self.store.record_arrival(
+            ArrivalIn(
+                kind="lookup",
+                method=req.method,
+                path=path,
+                job_id=job_id or (self.store.job_of(param, value) if value else None),
+                idempotency_key=value if param == "idempotency_key" else None,
+                client_marker=value if param == MARKER_FIELD else None,
+                fencing_token=req.headers.get("x-fencing-token"),
+                worker_id=req.headers.get("x-worker-id"),
+                peer_pid=req.peer_pid,
+            )
+        )
+        fault: str | None = None
+        try:
+            reply, fault = self._answer_lookup(param, value, job_id)
+        except Problem as p:
+            reply = Reply.problem(p, instance=path)
+        self.store.finish_arrival(arrival_id, status=reply.status, fault=fault)
+        return reply
+
+    def _answer_lookup(
+        self, param: str, value: str | None, job_id: str | None
+    ) -> tuple[Reply, str | None]:
+        if self.kind == "unqueryable":
+            raise Problem(501, "this provider cannot look up past sends; treat unknowns as review")
+        if not value:
+            raise Problem(400, f"query parameter {param!r} is missing; pass ?{param}=...")
+        key = value if param == "idempotency_key" else None
+        marker = value if param == MARKER_FIELD else None
+        failing = self.board.take(("fail_lookup",), job=job_id, key=key, marker=marker)
+        if failing is not None:
+            p = Problem(
+                failing.fault.status, f"injected lookup failure (fault {failing.id}); retry later"
+            )
+            return Reply.problem(p, instance=self.write_path), "fail_lookup"
+        if key is not None:
+            state = self.store.key_state(key)
+            if state is None:
+                raise Problem(404, f"no request with Idempotency-Key {key!r} (or it expired)")
+            response = None
+            if state.state == "completed" and state.body is not None:
+                response = {"status": state.status, "body": json.loads(state.body)}
+            return Reply.json(200, {"state": state.state, "response": response}), None
+        return Reply.json(200, self.store.effects(marker=marker)), None
+
+    # -- control API ----------------------------------------------------------------
+
+    def _health(self) -> Reply:
+        return Reply.json(200, {"ok": True, "kind": self.kind, "name": self.name})
+
+    def _arm(self, req: Request) -> Reply:
+        data = _json_object(req)
+        try:
+            fault = Fault.from_json(data)
+        except (TypeError, ValueError) as exc:
+            raise Problem(422, f"bad fault {data!r}: {exc}") from exc
+        return Reply.json(201, {"fault_id": self.board.arm(fault)})
+
+    def _disarm(self) -> Reply:
+        self.board.disarm_all()
+        return Reply.json(200, {"disarmed": True})
+
+    def _reset(self) -> Reply:
+        return Reply.json(200, {"released": self.board.reset()})
+
+    def _held(self, fault_id: str, query: dict[str, list[str]]) -> Reply:
+        raw = _first(query, "timeout_s") or "0"
+        try:
+            timeout_s = min(max(float(raw), 0.0), MAX_POLL_S)
+        except ValueError as exc:
+            raise Problem(400, f"timeout_s={raw!r} is not a number of seconds") from exc
+        hold = self.board.wait_held(fault_id, timeout_s)
+        if hold is None:
+            raise Problem(
+                408, f"no request held under fault {fault_id} after {timeout_s:g} s; poll again"
+            )
+        return Reply.json(200, hold.to_json())
+
+    def _release(self, fault_id: str, req: Request) -> Reply:
+        data = _json_object(req)
+        outcome = data.get("outcome", "commit")
+        if outcome not in OUTCOMES:
+            raise Problem(422, f"outcome={outcome!r} is unknown; use one of {', '.join(OUTCOMES)}")
+        arrival_id = data.get("arrival_id")
+        if arrival_id is not None and not isinstance(arrival_id, int):
+            raise Problem(422, f"arrival_id={arrival_id!r} must be an integer")
+        n = self.board.release(
+            fault_id, "drop" if outcome == "drop" else "commit", arrival_id=arrival_id
+        )
+        if n == 0:
+            raise Problem(
+                409,
+                f"fault {fault_id} holds no request{'' if arrival_id is None else f' {arrival_id}'}"
+                f"; call wait_held first (it may have been released already)",
+            )
+        return Reply.json(200, {"released": n})
+
+
+def _parse_body(req: Request) -> dict[str, Any] | Problem:
+    ctype = req.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != JSON_TYPE and not ctype.endswith("+json"):
+        return Problem(415, f"Content-Type {ctype or '(none)'!r}; send application/json")
+    try:
+        parsed = json.loads(req.body)
+    except ValueError as exc:
+        return Problem(400, f"body is not JSON ({exc}); send a JSON object")
+    if not isinstance(parsed, dict):
+        return Problem(400, f"body is a JSON {type(parsed).__name__}; send a JSON object")
+    return parsed
+
+
+def _first(query: dict[str, list[str]], name: str) -> str | None:
+    values = query.get(name)
+    return values[0] if values else None
+
+
+def _str_field(body: dict[str, Any] | None, name: str) -> str | None:
+    value = body.get(name) if body is not None else None
+    return value if isinstance(value, str) else None
+
+
+def _json_object(req: Request) -> dict[str, Any]:
+    if not req.body:
+        return {}
+    try:
+        data = json.loads(req.body)
+    except ValueError as exc:
+        raise Problem(400, f"body is not JSON ({exc}); send a JSON object") from exc
+    if not isinstance(data, dict):
+        raise Problem(400, f"body is a JSON {type(data).__name__}; send a JSON object")
+    return data
+
+
+def _stored_type(status: int) -> str:
+    return JSON_TYPE if status < 400 else PROBLEM_TYPE
+
+
+__all__ = ["DROP", "HOLD_ACTIONS", "ProviderApp", "Reply", "Request"]

@@ -1,0 +1,77 @@
+"""``crashpoint provider serve``: run one fake provider in the foreground."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from fake_providers.models import KINDS
+
+
+@click.command("serve")
+@click.option("--kind", type=click.Choice(KINDS), required=True, help="Provider behaviour.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="TCP port; 0 picks a free one (read it from the ready line).",
+)
+@click.option(
+    "--state",
+    "state",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="SQLite file holding the effect log; reused on restart.",
+)
+@click.option("--name", default=None, help="Provider name in arrivals and effects [default: kind].")
+@click.option(
+    "--key-ttl-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=86400.0,
+    show_default=True,
+    help="Seconds an idempotency key is remembered.",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Loopback address to bind; anything else is refused.",
+)
+@click.option(
+    "--no-peer-pid",
+    is_flag=True,
+    help="Do not resolve the client's pid for arrivals (saves a /proc scan).",
+)
+def serve(
+    kind: str,
+    port: int,
+    state: Path,
+    name: str | None,
+    key_ttl_s: float,
+    host: str,
+    no_peer_pid: bool,
+) -> None:
+    """Serve one provider until SIGTERM; prints one JSON ready line with its URL."""
+    from fake_providers.server import LOOPBACK_HOSTS, build, serve_forever
+
+    if host not in LOOPBACK_HOSTS:
+        raise click.BadParameter(
+            f"{host!r} is not a loopback address; use 127.0.0.1", param_hint="--host"
+        )
+    try:
+        server = build(
+            kind=kind,
+            name=name or kind,
+            state_path=state,
+            key_ttl_s=key_ttl_s,
+            host=host,
+            port=port,
+            peer_pids=not no_peer_pid,
+        )
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot serve on {host}:{port} with state {state}: {exc}"
+        ) from exc
+    serve_forever(server)

@@ -1,0 +1,114 @@
+"""``ProviderClient``: the harness's handle on a provider's control and oracle APIs."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from fake_providers.models import Arrival, Effect, Fault, Held
+from harness.errors import ProviderError, RendezvousTimeout
+
+#: Longest single long-poll; ``wait_held`` loops for longer waits.
+_POLL_S = 5.0
+
+
+class ProviderClient:
+    """Arm faults, meet held requests, and read the ground truth of one provider."""
+
+    def __init__(self, url: str, *, timeout_s: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ProviderClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def health(self) -> dict[str, Any]:
+        return dict(self._call("GET", "/_control/health"))
+
+    def arm(self, fault: Fault) -> str:
+        """Arm ``fault`` for the next matching request(s); returns its fault id."""
+        return str(self._call("POST", "/_control/faults", json=fault.to_json())["fault_id"])
+
+    def faults(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/_control/faults"))
+
+    def wait_held(self, fault_id: str, timeout_s: float) -> Held:
+        """Block until a request is held under ``fault_id``; raise RendezvousTimeout if not."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            poll = min(left, _POLL_S)
+            r = self._request(
+                "GET",
+                f"/_control/faults/{fault_id}/held",
+                params={"timeout_s": f"{poll:.3f}"},
+                timeout=poll + 10.0,
+            )
+            if r.status_code == 200:
+                return Held.from_json(r.json())
+            if r.status_code != 408:
+                raise self._error(r)
+            if time.monotonic() >= deadline:
+                raise RendezvousTimeout(
+                    f"no request was held under fault {fault_id} at {self.url} within "
+                    f"{timeout_s:g} s; check the fault matches the job, key or marker the "
+                    f"worker sends (see faults()), or raise timeout_s"
+                )
+
+    def release(
+        self, fault_id: str, outcome: str = "commit", *, arrival_id: int | None = None
+    ) -> int:
+        """Release held request(s): ``commit`` (or ``respond``) or ``drop``; returns how many."""
+        body: dict[str, Any] = {"outcome": outcome}
+        if arrival_id is not None:
+            body["arrival_id"] = arrival_id
+        return int(
+            self._call("POST", f"/_control/faults/{fault_id}/release", json=body)["released"]
+        )
+
+    def disarm_all(self) -> None:
+        self._call("DELETE", "/_control/faults")
+
+    def reset(self) -> int:
+        """Disarm every fault and drop every held request; returns how many were held."""
+        return int(self._call("POST", "/_control/reset")["released"])
+
+    def arrivals(self) -> list[Arrival]:
+        return [Arrival.from_json(a) for a in self._call("GET", "/_oracle/arrivals")]
+
+    def effects(self) -> list[Effect]:
+        return [Effect.from_json(e) for e in self._call("GET", "/_oracle/effects")]
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        r = self._request(method, path, **kw)
+        if r.status_code >= 300:
+            raise self._error(r)
+        return r.json()
+
+    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        try:
+            return self._http.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            raise ProviderError(
+                f"{method} {self.url}{path} failed: {type(exc).__name__}: {exc}; "
+                f"is the provider running (start_provider) and its URL right?"
+            ) from exc
+
+    def _error(self, r: httpx.Response) -> ProviderError:
+        try:
+            detail = r.json().get("detail", r.text)
+        except ValueError:
+            detail = r.text
+        return ProviderError(
+            f"{r.request.method} {r.request.url} answered {r.status_code}: {detail}"
+        )

@@ -1,0 +1,202 @@
+"""Armed faults and the hold rendezvous, shared by every request thread of a provider.
+
+A hold parks the request thread on an event until the harness releases it. The thread
+never depends on its client: the harness usually kills the client while it is held,
+and releasing must still commit or drop exactly as asked. On shutdown (or after
+``hold_max_s``, so a forgotten hold cannot pin a thread forever) holds end as ``drop``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fake_providers.models import HOLD_ACTIONS, Fault
+from fake_providers.problems import Problem
+
+
+@dataclass
+class Hold:
+    """One held request; ``outcome`` is set once by whoever releases it."""
+
+    fault_id: str
+    action: str
+    arrival_id: int
+    job_id: str | None
+    idempotency_key: str | None
+    client_marker: str | None
+    committed: bool
+    effect_id: int | None
+    t_mono: float = field(default_factory=time.monotonic)
+    outcome: str | None = None
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fault_id": self.fault_id,
+            "action": self.action,
+            "arrival_id": self.arrival_id,
+            "job_id": self.job_id,
+            "idempotency_key": self.idempotency_key,
+            "client_marker": self.client_marker,
+            "committed": self.committed,
+            "effect_id": self.effect_id,
+            "t_mono": self.t_mono,
+        }
+
+
+@dataclass
+class Armed:
+    id: str
+    fault: Fault
+    remaining: int
+    hits: int = 0
+    holds: list[Hold] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "fault": self.fault.to_json(),
+            "remaining": self.remaining,
+            "hits": self.hits,
+            "held": [h.to_json() for h in self.holds if not h.released.is_set()],
+        }
+
+
+class FaultBoard:
+    """Faults armed by the harness, consumed by matching requests in arming order."""
+
+    def __init__(self, *, hold_max_s: float = 300.0) -> None:
+        self.hold_max_s = hold_max_s
+        self._cond = threading.Condition()
+        self._ids = itertools.count(1)
+        self._armed: dict[str, Armed] = {}
+        self._closed = False
+
+    def arm(self, fault: Fault) -> str:
+        with self._cond:
+            fault_id = f"f-{next(self._ids)}"
+            self._armed[fault_id] = Armed(fault_id, fault, fault.times)
+            return fault_id
+
+    def take(
+        self,
+        actions: Iterable[str],
+        *,
+        job: str | None,
+        key: str | None,
+        marker: str | None,
+    ) -> Armed | None:
+        """Consume one use of the first armed fault with one of ``actions`` that matches."""
+        wanted = set(actions)
+        with self._cond:
+            for armed in self._armed.values():
+                f = armed.fault
+                if armed.remaining <= 0 or f.action not in wanted:
+                    continue
+                if f.job is not None and f.job != job:
+                    continue
+                if f.key is not None and f.key != key:
+                    continue
+                if f.marker is not None and f.marker != marker:
+                    continue
+                armed.remaining -= 1
+                armed.hits += 1
+                return armed
+        return None
+
+    def hold(self, armed: Armed, hold: Hold) -> str:
+        """Park the calling request thread until released; returns the outcome."""
+        with self._cond:
+            if self._closed:
+                return "drop"
+            armed.holds.append(hold)
+            self._cond.notify_all()
+        if not hold.released.wait(self.hold_max_s):
+            self._release(hold, "drop")
+        return hold.outcome or "drop"
+
+    def wait_held(self, fault_id: str, timeout_s: float) -> Hold | None:
+        """The earliest request still held under ``fault_id``, waiting up to ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            armed = self._get(fault_id)
+            if armed.fault.action not in HOLD_ACTIONS:
+                raise Problem(
+                    409,
+                    f"fault {fault_id} is {armed.fault.action!r}, which never holds; "
+                    f"wait only on hold_before_commit or hold_after_commit faults",
+                )
+            while True:
+                for h in armed.holds:
+                    if not h.released.is_set():
+                        return h
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closed:
+                    return None
+                self._cond.wait(left)
+
+    def release(self, fault_id: str, outcome: str, *, arrival_id: int | None = None) -> int:
+        """Release the requests held under ``fault_id`` (or just ``arrival_id``)."""
+        with self._cond:
+            armed = self._get(fault_id)
+            targets = [
+                h
+                for h in armed.holds
+                if not h.released.is_set() and (arrival_id is None or h.arrival_id == arrival_id)
+            ]
+        for h in targets:
+            self._release(h, outcome)
+        return len(targets)
+
+    def disarm_all(self) -> None:
+        """Forget armed faults; requests already held stay held until released."""
+        with self._cond:
+            for fault_id, armed in list(self._armed.items()):
+                armed.remaining = 0
+                if not any(not h.released.is_set() for h in armed.holds):
+                    del self._armed[fault_id]
+
+    def reset(self) -> int:
+        """Disarm everything and drop every held request; returns how many were held."""
+        with self._cond:
+            holds = [h for a in self._armed.values() for h in a.holds]
+            self._armed.clear()
+        n = 0
+        for h in holds:
+            n += self._release(h, "drop")
+        return n
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self.reset()
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._cond:
+            return [a.to_json() for a in self._armed.values()]
+
+    def _release(self, hold: Hold, outcome: str) -> int:
+        with self._cond:
+            if hold.released.is_set():
+                return 0
+            hold.outcome = outcome
+            hold.released.set()
+            self._cond.notify_all()
+            return 1
+
+    def _get(self, fault_id: str) -> Armed:
+        armed = self._armed.get(fault_id)
+        if armed is None:
+            known = ", ".join(self._armed) or "none"
+            raise Problem(
+                404,
+                f"no armed fault {fault_id!r} (armed: {known}); arm it first, "
+                f"or it was cleared by reset",
+            )
+        return armed

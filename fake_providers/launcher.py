@@ -1,0 +1,228 @@
+"""Start fake providers as child processes and hand back a handle on each."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+from fake_providers.client import ProviderClient
+from fake_providers.models import KINDS
+from harness.errors import ProviderError
+
+_live: set[ProviderProcess] = set()
+
+
+def provider_env_var(name: str) -> str:
+    """The variable a worker reads the provider's URL from: ``CRASHPOINT_PROVIDER_<NAME>_URL``."""
+    return f"CRASHPOINT_PROVIDER_{re.sub(r'[^A-Z0-9]+', '_', name.upper())}_URL"
+
+
+class ProviderProcess:
+    """One running provider: its address, its process group, and a client for it."""
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        state_path: Path,
+        name: str,
+        port: int,
+        key_ttl_s: float,
+        peer_pids: bool,
+        startup_timeout_s: float,
+    ) -> None:
+        self.kind = kind
+        self.name = name
+        self.state_path = state_path
+        self.log_path = state_path.with_name(state_path.name + ".log")
+        self.key_ttl_s = key_ttl_s
+        self._peer_pids = peer_pids
+        self._startup_timeout_s = startup_timeout_s
+        self.port = port
+        self.url = ""
+        self._proc = self._spawn()
+        self.client = ProviderClient(self.url)
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    @property
+    def env_var(self) -> str:
+        return provider_env_var(self.name)
+
+    def env(self) -> dict[str, str]:
+        """``{CRASHPOINT_PROVIDER_<NAME>_URL: url}`` to merge into a worker's environment."""
+        return {self.env_var: self.url}
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """SIGTERM (held requests end as drops), then SIGKILL if it lingers."""
+        if self._proc.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self._proc.wait()
+        _live.discard(self)
+
+    def kill(self) -> None:
+        """SIGKILL the provider's process group: nothing acknowledged may be lost."""
+        if self._proc.poll() is None:
+            self._signal(signal.SIGKILL)
+        self._proc.wait()
+        _live.discard(self)
+
+    def restart(self) -> None:
+        """Start again on the same port and state file (stopping first if still running)."""
+        self.stop()
+        self._proc = self._spawn()
+
+    def close(self) -> None:
+        self.stop()
+        self.client.close()
+
+    def __enter__(self) -> ProviderProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ProviderProcess(kind={self.kind!r}, name={self.name!r}, url={self.url!r})"
+
+    def _signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, sig)
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        argv = [
+            sys.executable,
+            "-m",
+            "fake_providers",
+            "--kind",
+            self.kind,
+            "--port",
+            str(self.port),
+            "--state",
+            str(self.state_path),
+            "--name",
+            self.name,
+            "--key-ttl-s",
+            repr(self.key_ttl_s),
+        ]
+        if not self._peer_pids:
+            argv.append("--no-peer-pid")
+        with open(self.log_path, "ab") as log:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                # Own process group, so kill() reaches the provider and nothing else.
+                start_new_session=True,
+            )
+        try:
+            ready = self._read_ready(proc)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        _live.add(self)
+        self.url = str(ready["url"])
+        self.port = int(self.url.rsplit(":", 1)[1])
+        return proc
+
+    def _read_ready(self, proc: subprocess.Popen[bytes]) -> dict[str, object]:
+        out = proc.stdout
+        if out is None:
+            raise ProviderError("provider stdout is not a pipe; cannot read its ready line")
+        deadline = time.monotonic() + self._startup_timeout_s
+        buf = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(out, selectors.EVENT_READ)
+            while b"\n" not in buf:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    raise ProviderError(
+                        f"{self.kind} provider on port {self.port} was not ready within "
+                        f"{self._startup_timeout_s:g} s; see {self.log_path}"
+                    )
+                chunk = os.read(out.fileno(), 4096)
+                if not chunk:
+                    code = proc.wait()
+                    raise ProviderError(
+                        f"{self.kind} provider exited with {code} before it was ready "
+                        f"(port {self.port}, state {self.state_path}): {self._log_tail()}"
+                    )
+                buf += chunk
+        out.close()
+        line = buf.split(b"\n", 1)[0]
+        try:
+            ready = json.loads(line)
+        except ValueError:
+            raise ProviderError(f"provider ready line {line!r} is not JSON") from None
+        if not isinstance(ready, dict) or not ready.get("ready"):
+            raise ProviderError(f"provider ready line {line!r} does not say ready")
+        return ready
+
+    def _log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-800:].strip() or "(empty log)"
+        except OSError:
+            return "(no log)"
+
+
+def start_provider(
+    kind: str,
+    *,
+    state_path: Path | str,
+    name: str | None = None,
+    port: int = 0,
+    key_ttl_s: float = 86400.0,
+    peer_pids: bool = True,
+    startup_timeout_s: float = 5.0,
+) -> ProviderProcess:
+    """Start a ``kind`` provider on loopback; returns once it answers.
+
+    ``name`` (default: ``kind``) labels its arrivals and effects and names the worker's
+    ``CRASHPOINT_PROVIDER_<NAME>_URL`` variable (see ``ProviderProcess.env``).
+    """
+    if kind not in KINDS:
+        raise ProviderError(f"provider kind={kind!r} is unknown; use one of {', '.join(KINDS)}")
+    p = ProviderProcess(
+        kind,
+        state_path=Path(state_path),
+        name=name or kind,
+        port=port,
+        key_ttl_s=key_ttl_s,
+        peer_pids=peer_pids,
+        startup_timeout_s=startup_timeout_s,
+    )
+    return p
+
+
+@atexit.register
+def _reap() -> None:
+    # A harness that exits without stopping its providers must not leave them running.
+    for p in list(_live):
+        p.kill()

@@ -1,0 +1,142 @@
+"""The records the providers speak in: faults, holds, arrivals and effects.
+
+Frozen dataclasses shared by the server (which writes them as JSON) and the client
+(which reads them back), so one definition fixes both ends of the wire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+KINDS = ("idempotent", "plain", "unqueryable")
+Kind = Literal["idempotent", "plain", "unqueryable"]
+
+#: Fault actions that act on writes, and the one that acts on lookups.
+WRITE_ACTIONS = (
+    "fail_before_commit",
+    "hold_before_commit",
+    "hold_after_commit",
+    "drop_after_commit",
+    "delay_response",
+)
+LOOKUP_ACTIONS = ("fail_lookup",)
+ACTIONS = WRITE_ACTIONS + LOOKUP_ACTIONS
+HOLD_ACTIONS = ("hold_before_commit", "hold_after_commit")
+
+#: ``release`` outcomes; ``respond`` is accepted as a clearer name for ``commit`` after commit.
+OUTCOMES = ("commit", "drop", "respond")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault to arm at a provider for the next matching request(s).
+
+    ``job``, ``key`` and ``marker`` narrow the match (all given must match; none given
+    matches any request). ``times`` is how many requests it acts on. ``status`` is the
+    5xx sent by ``fail_before_commit``; ``delay_s`` is the pause of ``delay_response``.
+    """
+
+    action: str
+    job: str | None = None
+    key: str | None = None
+    marker: str | None = None
+    times: int = 1
+    status: int = 503
+    delay_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ValueError(
+                f"Fault action={self.action!r} is unknown; use one of {', '.join(ACTIONS)}"
+            )
+        if self.times < 1:
+            raise ValueError(f"Fault times={self.times!r} must be at least 1")
+        if self.action == "fail_before_commit" and not 500 <= self.status <= 599:
+            raise ValueError(f"Fault status={self.status!r} must be a 5xx for fail_before_commit")
+        if self.delay_s < 0:
+            raise ValueError(f"Fault delay_s={self.delay_s!r} must not be negative")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Fault:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Held:
+    """A request a provider is holding for a rendezvous with the harness."""
+
+    fault_id: str
+    action: str
+    arrival_id: int
+    job_id: str | None
+    idempotency_key: str | None
+    client_marker: str | None
+    committed: bool
+    effect_id: int | None
+    t_mono: float
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Held:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One request that reached a provider's business API (a write or a lookup).
+
+    ``status`` is None when no response was sent (the connection was dropped, or the
+    request is still being handled). ``fault`` names the fault action that acted on it.
+    """
+
+    id: int
+    t_mono: float
+    t_wall: float
+    provider: str
+    kind: str
+    method: str
+    path: str
+    job_id: str | None
+    idempotency_key: str | None
+    client_marker: str | None
+    fingerprint: str | None
+    fencing_token: str | None
+    worker_id: str | None
+    peer_pid: int | None
+    status: int | None
+    committed: bool
+    replayed: bool
+    effect_id: int | None
+    fault: str | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Arrival:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One side effect committed at a provider: the ground truth the oracle counts."""
+
+    id: int
+    provider: str
+    job_id: str | None
+    idempotency_key: str | None
+    client_marker: str | None
+    fingerprint: str
+    arrival_id: int
+    t_mono: float
+    t_wall: float
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Effect:
+        return cls(**_known(cls, data))
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    # Ignore fields a newer server may add, so old clients keep working.
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}

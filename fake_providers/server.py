@@ -1,0 +1,172 @@
+"""The HTTP front of a provider: stdlib ``ThreadingHTTPServer``, one thread per connection.
+
+Stdlib rather than an ASGI stack: it starts in a few milliseconds and gives direct hold
+of the socket, which "commit, then drop the connection" needs (an RST, not a response).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from fake_providers.app import MAX_BODY_BYTES, ProviderApp, Reply, Request
+from fake_providers.faults import FaultBoard
+from fake_providers.peers import peer_pid
+from fake_providers.problems import PROBLEM_TYPE, Problem
+from fake_providers.store import Store
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class ProviderServer(ThreadingHTTPServer):
+    daemon_threads = True
+    # Restarting on the same port right after a SIGKILL must not fail on TIME_WAIT.
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], app: ProviderApp, *, peer_pids: bool) -> None:
+        self.app = app
+        self.peer_pids = peer_pids
+        super().__init__(address, _Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ProviderServer
+    protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
+    _drop = False
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # The effect log is the record; per-request stderr lines would only slow it down.
+        pass
+
+    def _serve(self) -> None:
+        try:
+            req = self._read()
+        except Problem as p:
+            self.close_connection = True
+            self._send(Reply.problem(p, instance=self.path))
+            return
+        reply = self.server.app.handle(req)
+        if reply.drop:
+            self._drop = True
+            self.close_connection = True
+            return
+        try:
+            self._send(reply)
+        except OSError:
+            # The client is gone (often killed on purpose while held); the work is done.
+            self.close_connection = True
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _serve
+
+    def _read(self) -> Request:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            raise Problem(411, "chunked bodies are not supported; send Content-Length")
+        raw = self.headers.get("Content-Length", "0")
+        try:
+            length = int(raw)
+        except ValueError:
+            raise Problem(400, f"Content-Length {raw!r} is not an integer") from None
+        if length < 0:
+            raise Problem(400, f"Content-Length {length} is negative")
+        if length > MAX_BODY_BYTES:
+            raise Problem(413, f"body of {length} bytes exceeds {MAX_BODY_BYTES}; send less")
+        body = self.rfile.read(length) if length else b""
+        pid = None
+        if self.server.peer_pids and self.path.startswith("/v1/"):
+            pid = peer_pid(self.client_address, self.connection.getsockname())
+        return Request(
+            method=self.command,
+            target=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+            peer_pid=pid,
+        )
+
+    def _send(self, reply: Reply) -> None:
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(reply.body)))
+        for name, value in reply.headers:
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(reply.body)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        # Malformed request lines land here; answer them as problem+json like the rest.
+        self.close_connection = True
+        body = Problem(code, explain or message or "malformed request").body()
+        self.send_response(code, message)
+        self.send_header("Content-Type", PROBLEM_TYPE)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD" and code >= 200:
+            self.wfile.write(body)
+
+    def finish(self) -> None:
+        if not self._drop:
+            super().finish()
+            return
+        # An RST, not a FIN: the client sees its request vanish after the commit.
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.rfile.close()
+            self.connection.close()
+        except OSError:
+            pass
+
+
+def build(
+    *,
+    kind: str,
+    name: str,
+    state_path: Path | str,
+    key_ttl_s: float,
+    host: str,
+    port: int,
+    peer_pids: bool = True,
+) -> ProviderServer:
+    if host not in LOOPBACK_HOSTS:
+        raise ValueError(f"host={host!r} is not loopback; providers bind 127.0.0.1 only")
+    store = Store(state_path, provider=name, key_ttl_s=key_ttl_s)
+    app = ProviderApp(kind=kind, name=name, store=store, board=FaultBoard())
+    return ProviderServer((host, port), app, peer_pids=peer_pids)
+
+
+def serve_forever(server: ProviderServer) -> None:
+    """Serve until SIGTERM or SIGINT, then release every hold and stop."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    loop = threading.Thread(target=server.serve_forever, name="provider-accept", daemon=True)
+    loop.start()
+    ready = {"ready": True, "url": server.url, "pid": os.getpid()}
+    sys.stdout.write(json.dumps(ready) + "\n")
+    sys.stdout.flush()
+    stop.wait()
+    # Held threads wake and finish as drops, so nothing waits on a hold at exit.
+    server.app.board.close()
+    server.shutdown()
+    server.server_close()

@@ -1,0 +1,339 @@
+"""The durable effect log: arrivals, effects and idempotency keys in one SQLite file.
+
+WAL with ``synchronous=FULL`` and a commit before every response: whatever a client
+was told (201) survives a SIGKILL of the provider. One connection behind one lock keeps
+the idempotency-key check and the effect insert atomic without relying on SQLite's
+busy handling; the fake never needs more throughput than that gives.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS arrivals (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    t_mono REAL NOT NULL,
+    t_wall REAL NOT NULL,
+    provider TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    method TEXT NOT NULL,
+    path TEXT NOT NULL,
+    job_id TEXT,
+    idempotency_key TEXT,
+    client_marker TEXT,
+    fingerprint TEXT,
+    fencing_token TEXT,
+    worker_id TEXT,
+    peer_pid INTEGER,
+    status INTEGER,
+    committed INTEGER NOT NULL DEFAULT 0,
+    replayed INTEGER NOT NULL DEFAULT 0,
+    effect_id INTEGER,
+    fault TEXT
+);
+CREATE INDEX IF NOT EXISTS arrivals_by_key ON arrivals (idempotency_key);
+CREATE INDEX IF NOT EXISTS arrivals_by_marker ON arrivals (client_marker);
+CREATE TABLE IF NOT EXISTS effects (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    provider TEXT NOT NULL,
+    job_id TEXT,
+    idempotency_key TEXT,
+    client_marker TEXT,
+    fingerprint TEXT NOT NULL,
+    arrival_id INTEGER NOT NULL,
+    t_mono REAL NOT NULL,
+    t_wall REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS effects_by_marker ON effects (client_marker);
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    key TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
+    created_wall REAL NOT NULL,
+    status INTEGER,
+    body BLOB,
+    effect_id INTEGER
+);
+"""
+
+_ARRIVAL_COLUMNS = (
+    "id, t_mono, t_wall, provider, kind, method, path, job_id, idempotency_key, "
+    "client_marker, fingerprint, fencing_token, worker_id, peer_pid, status, committed, "
+    "replayed, effect_id, fault"
+)
+_EFFECT_COLUMNS = (
+    "id, provider, job_id, idempotency_key, client_marker, fingerprint, arrival_id, t_mono, t_wall"
+)
+
+
+@dataclass(frozen=True)
+class ArrivalIn:
+    """What is known about a request when it arrives."""
+
+    kind: str
+    method: str
+    path: str
+    job_id: str | None = None
+    idempotency_key: str | None = None
+    client_marker: str | None = None
+    fingerprint: str | None = None
+    fencing_token: str | None = None
+    worker_id: str | None = None
+    peer_pid: int | None = None
+
+
+@dataclass(frozen=True)
+class KeyDecision:
+    """What to do with a write carrying an idempotency key.
+
+    ``outcome`` is ``new`` (reserved, now in flight), ``replay`` (``status`` and ``body``
+    are the stored response), ``in_flight`` or ``mismatch``.
+    """
+
+    outcome: str
+    status: int = 0
+    body: bytes = b""
+
+
+@dataclass(frozen=True)
+class KeyState:
+    state: str
+    status: int | None
+    body: bytes | None
+
+
+class Store:
+    """The provider's SQLite file. Every method is one transaction and thread safe."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        provider: str,
+        key_ttl_s: float = 86400.0,
+        wall: Callable[[], float] = time.time,
+        mono: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.provider = provider
+        self.key_ttl_s = key_ttl_s
+        self._wall = wall
+        self._mono = mono
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        with self._lock:
+            self._db.executescript(_SCHEMA)
+            # A key left in flight belongs to a request that died with a previous process;
+            # nothing was committed for it, so the key is free again.
+            self._db.execute("DELETE FROM idempotency_keys WHERE state = 'in_flight'")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- arrivals -------------------------------------------------------------------
+
+    def record_arrival(self, a: ArrivalIn) -> int:
+        with self._lock:
+            cur = self._db.execute(
+                "INSERT INTO arrivals (t_mono, t_wall, provider, kind, method, path, job_id,"
+                " idempotency_key, client_marker, fingerprint, fencing_token, worker_id,"
+                " peer_pid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    self._mono(),
+                    self._wall(),
+                    self.provider,
+                    a.kind,
+                    a.method,
+                    a.path,
+                    a.job_id,
+                    a.idempotency_key,
+                    a.client_marker,
+                    a.fingerprint,
+                    a.fencing_token,
+                    a.worker_id,
+                    a.peer_pid,
+                ),
+            )
+            return int(cur.lastrowid or 0)
+
+    def finish_arrival(
+        self,
+        arrival_id: int,
+        *,
+        status: int | None,
+        replayed: bool = False,
+        fault: str | None = None,
+    ) -> None:
+        """Record how a request ended; ``committed``/``effect_id`` are set by the commit."""
+        with self._lock:
+            self._db.execute(
+                "UPDATE arrivals SET status = ?, replayed = ?, fault = COALESCE(?, fault)"
+                " WHERE id = ?",
+                (status, int(replayed), fault, arrival_id),
+            )
+
+    def mark_fault(self, arrival_id: int, fault: str) -> None:
+        with self._lock:
+            self._db.execute("UPDATE arrivals SET fault = ? WHERE id = ?", (fault, arrival_id))
+
+    def job_of(self, column: str, value: str) -> str | None:
+        """The job of the first write that carried this key or marker, for lookup arrivals."""
+        if column not in ("idempotency_key", "client_marker"):
+            raise ValueError(f"column={column!r} is not a lookup column")
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT job_id FROM arrivals WHERE {column} = ? AND kind = 'write'"
+                " AND job_id IS NOT NULL ORDER BY id LIMIT 1",
+                (value,),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def arrivals(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_ARRIVAL_COLUMNS} FROM arrivals ORDER BY id")
+            names = [d[0] for d in rows.description]
+            out = [dict(zip(names, r, strict=True)) for r in rows.fetchall()]
+        for a in out:
+            a["committed"] = bool(a["committed"])
+            a["replayed"] = bool(a["replayed"])
+        return out
+
+    # -- effects --------------------------------------------------------------------
+
+    def commit_effect(
+        self,
+        *,
+        arrival_id: int,
+        job_id: str | None,
+        fingerprint: str,
+        key: str | None = None,
+        marker: str | None = None,
+        respond: Callable[[dict[str, Any]], tuple[int, bytes]],
+    ) -> tuple[int, int, bytes]:
+        """Insert the effect, complete its key and mark its arrival, in one transaction.
+
+        ``respond`` builds the response from the new effect row, so the stored (and
+        later replayed) bytes are exactly the ones sent. Returns (effect_id, status, body).
+        """
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                t_mono, t_wall = self._mono(), self._wall()
+                cur = self._db.execute(
+                    "INSERT INTO effects (provider, job_id, idempotency_key, client_marker,"
+                    " fingerprint, arrival_id, t_mono, t_wall) VALUES (?,?,?,?,?,?,?,?)",
+                    (self.provider, job_id, key, marker, fingerprint, arrival_id, t_mono, t_wall),
+                )
+                effect_id = int(cur.lastrowid or 0)
+                row = {
+                    "id": effect_id,
+                    "provider": self.provider,
+                    "job_id": job_id,
+                    "idempotency_key": key,
+                    "client_marker": marker,
+                    "fingerprint": fingerprint,
+                    "arrival_id": arrival_id,
+                    "t_mono": t_mono,
+                    "t_wall": t_wall,
+                }
+                status, body = respond(row)
+                if key is not None:
+                    self._db.execute(
+                        "UPDATE idempotency_keys SET state = 'completed', status = ?, body = ?,"
+                        " effect_id = ? WHERE key = ?",
+                        (status, body, effect_id, key),
+                    )
+                self._db.execute(
+                    "UPDATE arrivals SET committed = 1, effect_id = ? WHERE id = ?",
+                    (effect_id, arrival_id),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return effect_id, status, body
+
+    def effects(self, *, marker: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            if marker is None:
+                rows = self._db.execute(f"SELECT {_EFFECT_COLUMNS} FROM effects ORDER BY id")
+            else:
+                rows = self._db.execute(
+                    f"SELECT {_EFFECT_COLUMNS} FROM effects WHERE client_marker = ? ORDER BY id",
+                    (marker,),
+                )
+            names = [d[0] for d in rows.description]
+            return [dict(zip(names, r, strict=True)) for r in rows.fetchall()]
+
+    # -- idempotency keys -----------------------------------------------------------
+
+    def reserve_key(self, key: str, fingerprint: str) -> KeyDecision:
+        """Decide a keyed write: reserve a new key, or say why it cannot run again."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                decision = self._reserve(key, fingerprint)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return decision
+
+    def _reserve(self, key: str, fingerprint: str) -> KeyDecision:
+        now = self._wall()
+        row = self._db.execute(
+            "SELECT fingerprint, state, created_wall, status, body FROM idempotency_keys"
+            " WHERE key = ?",
+            (key,),
+        ).fetchone()
+        if row is not None and now - row[2] >= self.key_ttl_s:
+            # Expired keys are pruned, as Stripe does after 24 h: reuse is a new request.
+            self._db.execute("DELETE FROM idempotency_keys WHERE key = ?", (key,))
+            row = None
+        if row is None:
+            self._db.execute(
+                "INSERT INTO idempotency_keys (key, fingerprint, state, created_wall)"
+                " VALUES (?, ?, 'in_flight', ?)",
+                (key, fingerprint, now),
+            )
+            return KeyDecision("new")
+        if row[0] != fingerprint:
+            return KeyDecision("mismatch")
+        if row[1] == "in_flight":
+            return KeyDecision("in_flight")
+        return KeyDecision("replay", status=int(row[3]), body=bytes(row[4]))
+
+    def release_key(self, key: str) -> None:
+        """Forget an in-flight key whose request ended without executing."""
+        with self._lock:
+            self._db.execute(
+                "DELETE FROM idempotency_keys WHERE key = ? AND state = 'in_flight'", (key,)
+            )
+
+    def complete_key(self, key: str, status: int, body: bytes) -> None:
+        """Store an error response for a key that began executing, so retries replay it."""
+        with self._lock:
+            self._db.execute(
+                "UPDATE idempotency_keys SET state = 'completed', status = ?, body = ?"
+                " WHERE key = ?",
+                (status, body, key),
+            )
+
+    def key_state(self, key: str) -> KeyState | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT state, created_wall, status, body FROM idempotency_keys WHERE key = ?",
+                (key,),
+            ).fetchone()
+        if row is None or self._wall() - row[1] >= self.key_ttl_s:
+            return None
+        return KeyState(row[0], row[2], None if row[3] is None else bytes(row[3]))
