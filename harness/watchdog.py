@@ -70,6 +70,10 @@ class Watchdog:
         """Remove every container labelled ``crashpoint.run=<run_id>`` if the harness dies."""
         self._send({"op": "containers"})
 
+    def forget_containers(self) -> None:
+        """The harness removed the run's containers itself."""
+        self._send({"op": "forget_containers"})
+
     def watch_dir(self, path: str | Path) -> None:
         self._send({"op": "dir", "path": str(path)})
 
@@ -131,6 +135,8 @@ class _Registry:
             self.groups.pop(int(message["pgid"]), None)
         elif op == "containers":
             self.containers = True
+        elif op == "forget_containers":
+            self.containers = False
         elif op == "dir":
             self.dirs.add(str(message["path"]))
         elif op == "forget_dir":

@@ -1,0 +1,402 @@
+"""Workers as Docker containers, on an image built here from an empty root.
+
+No registry is reachable, so the image is an imported tar holding only mount points and
+the symlinks a Debian root has (``bin``, ``lib``, ``lib64`` into ``usr``); ``/usr``,
+``/etc``, the Python installation and the repository are bound read-only from the host,
+and the trial's state directory read-write at the same path, so the worker sees the same
+paths inside as outside. ``/sbin`` is a real directory because ``init=True`` mounts
+``docker-init`` there. Containers use the host network to reach loopback providers.
+
+Signals: SIGKILL goes through the engine (it kills the whole PID namespace); SIGSTOP and
+SIGCONT become ``pause()``/``unpause()`` (the cgroup freezer stops every process at
+once); any other signal goes through the engine to the init process, which forwards it to
+the worker, and from the host to the worker's descendants, as the process backend does.
+Exit statuses are reported like :mod:`subprocess`: the engine's ``128+N`` becomes ``-N``
+when we sent signal ``N``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import re
+import signal
+import site
+import sys
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+import harness
+from harness.backends.base import describe_exit, signal_name
+from harness.errors import InfrastructureError
+from harness.history import History
+from harness.watchdog import RUN_LABEL, Watchdog
+
+WORKER_LABEL = "crashpoint.worker"
+_DIRS = ("sbin", "tmp", "proc", "sys", "dev", "root", "etc", "usr", "run", "var/tmp")
+_LINKS = {"bin": "usr/bin", "lib": "usr/lib", "lib64": "usr/lib64"}
+IMAGE_REPO = "crashpoint-worker"
+#: The tag changes whenever the root's layout does, so a stale image is never reused.
+IMAGE_TAG = hashlib.sha256(repr((_DIRS, sorted(_LINKS.items()))).encode()).hexdigest()[:12]
+
+
+def _root_tar() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in _DIRS:
+            info = tarfile.TarInfo(d)
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o1777 if d.endswith("tmp") else 0o755
+            tar.addfile(info)
+        for name, target in _LINKS.items():
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.SYMTYPE
+            info.linkname = target
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+def ensure_image(client: Any) -> str:
+    """The local base image's reference, imported on first use."""
+    import docker.errors
+
+    ref = f"{IMAGE_REPO}:{IMAGE_TAG}"
+    try:
+        client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        client.api.import_image_from_data(_root_tar(), repository=IMAGE_REPO, tag=IMAGE_TAG)
+    return ref
+
+
+def host_binds(cwd: Path, extra: Mapping[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """Read-only host paths a Python worker needs, plus ``cwd`` read-write."""
+    wanted = [Path("/usr"), Path("/etc")]
+    py_paths = [sys.prefix, sys.base_prefix, *site.getsitepackages()]
+    if Path(site.getusersitepackages()).is_dir():
+        py_paths.append(site.getusersitepackages())
+    for raw in py_paths:
+        path = Path(raw).resolve()
+        # A pyenv interpreter is reached through shims under the pyenv root: bind it all.
+        parts = path.parts
+        if ".pyenv" in parts:
+            path = Path(*parts[: parts.index(".pyenv") + 1])
+        wanted.append(path)
+    wanted.append(Path(harness.__file__).resolve().parents[1])  # the repository checkout
+    binds: dict[str, dict[str, str]] = {}
+    for path in sorted(set(wanted), key=lambda p: len(p.parts)):
+        if not any(path.is_relative_to(Path(b)) for b in binds):
+            binds[str(path)] = {"bind": str(path), "mode": "ro"}
+    for host, inside in (extra or {}).items():
+        binds[str(host)] = {"bind": inside, "mode": "ro"}
+    binds[str(cwd)] = {"bind": str(cwd), "mode": "rw"}
+    return binds
+
+
+class DockerHandle:
+    """A worker container; see :class:`harness.backends.base.WorkerHandle`."""
+
+    def __init__(
+        self,
+        name: str,
+        container: Any,
+        *,
+        init: bool,
+        cwd: Path,
+        history: History | None,
+    ) -> None:
+        self._name = name
+        self.container = container
+        self._init = init
+        self._history = history
+        self._started_at = time.monotonic()
+        self._exited_at: float | None = None
+        self._returncode: int | None = None
+        self.engine_exit_code: int | None = None
+        self._exited = threading.Event()
+        self._sent: set[int] = set()
+        self._removed = False
+        self.stdout_path, self.stderr_path = cwd / f"{name}.stdout.log", cwd / f"{name}.stderr.log"
+        with contextlib.suppress(Exception):
+            container.reload()
+        self._pid = int(container.attrs.get("State", {}).get("Pid") or 0)
+        self._waiter = threading.Thread(
+            target=self._watch_exit, name=f"crashpoint-docker-wait-{name}", daemon=True
+        )
+        self._waiter.start()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def pid(self) -> int:
+        """Host pid of the container's first process (0 if it exited before we looked)."""
+        return self._pid
+
+    @property
+    def started_at(self) -> float:
+        return self._started_at
+
+    @property
+    def exited_at(self) -> float | None:
+        return self._exited_at
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    def alive(self) -> bool:
+        return not self._exited.is_set()
+
+    def wait(self, timeout_s: float) -> int | None:
+        self._exited.wait(timeout_s)
+        return self._returncode
+
+    def signal(self, sig: int) -> None:
+        if self._history is not None:
+            self._history.append(
+                "supervisor", "signal", worker=self._name, pid=self._pid, signal=signal_name(sig)
+            )
+        self._deliver(sig)
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+
+    def _deliver(self, sig: int) -> None:
+        import docker.errors
+
+        if not self.alive():
+            return
+        self._sent.add(sig)
+        try:
+            if sig == signal.SIGSTOP:
+                self.container.pause()
+            elif sig == signal.SIGCONT:
+                if self._status() == "paused":
+                    self.container.unpause()
+            elif sig == signal.SIGKILL:
+                self.container.kill(signal="SIGKILL")
+            else:
+                for proc in self._descendants():
+                    with contextlib.suppress(psutil.Error):
+                        proc.send_signal(sig)
+                self.container.kill(signal=signal_name(sig))
+        except docker.errors.APIError as exc:
+            if self.alive() and self._status() == "running":
+                raise InfrastructureError(
+                    f"the engine refused {signal_name(sig)} for worker {self._name!r} "
+                    f"(container {self.container.name}): {exc}"
+                ) from exc
+
+    def _descendants(self) -> list[psutil.Process]:
+        """The worker's processes seen from the host, minus those the engine signals."""
+        try:
+            top = psutil.Process(self._pid)
+            procs = top.children(recursive=True)
+        except psutil.Error:
+            return []
+        # init forwards the engine's signal to its direct children; don't send it twice.
+        return [p for p in procs if not (self._init and p.ppid() == self._pid)]
+
+    def _status(self) -> str:
+        try:
+            self.container.reload()
+            return str(self.container.status)
+        except Exception:
+            return "gone"
+
+    def stop(self, timeout_s: float = 5.0) -> int | None:
+        if self.alive():
+            if self._status() == "paused":
+                self.container.unpause()  # a frozen worker cannot act on SIGTERM
+            self._deliver(signal.SIGTERM)
+            if self.wait(timeout_s) is None:
+                self._deliver(signal.SIGKILL)
+                self.wait(timeout_s)
+        self._remove()
+        return self._returncode
+
+    def _watch_exit(self) -> None:
+        try:
+            code = int(self.container.wait()["StatusCode"])
+        except Exception:  # removed under us: the exit was not observed
+            code = None
+        self._exited_at = time.monotonic()
+        self.engine_exit_code = code
+        if code is not None and code > 128 and (code - 128) in self._sent:
+            self._returncode = -(code - 128)
+        else:
+            self._returncode = code
+        self._save_logs()
+        if self._history is not None:
+            self._history.append(
+                f"worker:{self._name}",
+                "worker_exit",
+                t=self._exited_at,
+                worker=self._name,
+                pid=self._pid,
+                returncode=self._returncode,
+                status=describe_exit(self._returncode),
+            )
+        self._exited.set()
+
+    def _save_logs(self) -> None:
+        """Worker logs are evidence: copy them out before the container is removed."""
+        with contextlib.suppress(Exception):
+            self.stdout_path.write_bytes(self.container.logs(stdout=True, stderr=False))
+            self.stderr_path.write_bytes(self.container.logs(stdout=False, stderr=True))
+
+    def _remove(self) -> None:
+        if self._removed:
+            return
+        self._exited.wait(10.0)
+        with contextlib.suppress(Exception):
+            self.container.remove(force=True)
+        self._removed = True
+
+
+class DockerBackend:
+    """Runs each worker in its own container; :meth:`close` removes them all."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        *,
+        history: History | None = None,
+        watchdog: Watchdog | None = None,
+        run_id: str | None = None,
+        init: bool = True,
+        extra_binds: Mapping[str, str] | None = None,
+        client: Any = None,
+    ) -> None:
+        self._history = history
+        self._watchdog = watchdog
+        self.run_id = run_id or (watchdog.run_id if watchdog else uuid.uuid4().hex[:12])
+        self._init = init
+        self._extra_binds = dict(extra_binds or {})
+        self._client = client
+        self._image: str | None = None
+        self._handles: list[DockerHandle] = []
+        self._watching = False
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = connect()
+        return self._client
+
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str | Path,
+    ) -> DockerHandle:
+        import docker.errors
+
+        cwd = Path(cwd).resolve()
+        if self._image is None:
+            self._image = ensure_image(self.client)
+        if self._watchdog is not None and not self._watching:
+            self._watchdog.watch_containers()
+            self._watching = True
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "-", name)
+        try:
+            container = self.client.containers.run(
+                self._image,
+                command=list(argv),
+                detach=True,
+                name=f"crashpoint-{self.run_id}-{safe}-{len(self._handles)}",
+                labels={RUN_LABEL: self.run_id, WORKER_LABEL: name},
+                environment=dict(env),
+                working_dir=str(cwd),
+                volumes=host_binds(cwd, self._extra_binds),
+                network_mode="host",
+                init=self._init,
+            )
+        except docker.errors.DockerException as exc:
+            raise InfrastructureError(
+                f"could not start worker {name!r} in a container (argv {list(argv)!r}): {exc}; "
+                "check `crashpoint doctor` for the Docker engine"
+            ) from exc
+        handle = DockerHandle(name, container, init=self._init, cwd=cwd, history=self._history)
+        self._handles.append(handle)
+        if self._history is not None:
+            self._history.append(
+                f"worker:{name}",
+                "worker_start",
+                t=handle.started_at,
+                worker=name,
+                pid=handle.pid,
+                backend=self.name,
+                argv=list(argv),
+                container=container.name,
+            )
+        return handle
+
+    def handles(self) -> list[DockerHandle]:
+        return list(self._handles)
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Stop every container of this backend and remove all of this run's containers."""
+        for handle in self._handles:
+            handle.stop(timeout_s)
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                for leftover in self._client.containers.list(
+                    all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}
+                ):
+                    leftover.remove(force=True)
+            self._client.close()
+            self._client = None
+        if self._watchdog is not None and self._watching:
+            self._watchdog.forget_containers()
+            self._watching = False
+
+    def __enter__(self) -> DockerBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(timeout_s: float = 10.0) -> Any:
+    """A Docker SDK client for the local engine, or :class:`InfrastructureError` saying why."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=int(timeout_s), max_pool_size=64)
+        client.ping()
+    except Exception as exc:
+        raise InfrastructureError(
+            f"no Docker engine answers ({exc}); run `bash scripts/install-infra.sh docker` "
+            "or set DOCKER_HOST"
+        ) from exc
+    return client
+
+
+def sweep(run_id: str, client: Any = None) -> int:
+    """Remove every container labelled with ``run_id``; how many there were."""
+    own = client is None
+    client = client or connect()
+    try:
+        found = client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
+        for container in found:
+            container.remove(force=True)
+        return len(found)
+    finally:
+        if own:
+            client.close()
