@@ -1,0 +1,181 @@
+"""``crashpoint doctor``: what is available here, and the one command that brings the rest.
+
+Each probe returns a :class:`Check`; only the embedded default (Python and SQLite) is
+required, so the exit status is 0 whenever a run on it is possible, and 3 otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.errors import CrashpointError
+
+DEFAULT_PG_DSN = "postgresql://crashpoint:crashpoint@127.0.0.1:5432/crashpoint"
+MIN_PYTHON = (3, 11)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One component: found or not, what we saw, and how to get it."""
+
+    component: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    required: bool = False
+    version: str | None = None
+
+
+def check_python() -> Check:
+    version = ".".join(map(str, sys.version_info[:3]))
+    ok = sys.version_info[:2] >= MIN_PYTHON
+    detail = f"{sys.executable}; SQLite {sqlite3.sqlite_version}"
+    fix = "" if ok else f"use Python {'.'.join(map(str, MIN_PYTHON))} or newer"
+    return Check("Python + SQLite", ok, detail, fix, required=True, version=version)
+
+
+def check_toxiproxy() -> Check:
+    from harness.network import INSTALL_HINT, ToxiproxyServer, find_toxiproxy
+
+    try:
+        location = find_toxiproxy()
+        with ToxiproxyServer(location, ready_timeout_s=3.0) as server:
+            version = server.version()
+    except CrashpointError as exc:
+        return Check("Toxiproxy", False, str(exc), INSTALL_HINT)
+    return Check("Toxiproxy", True, location.describe(), version=version)
+
+
+def check_postgres() -> Check:
+    dsn = os.environ.get("CRASHPOINT_PG_DSN", DEFAULT_PG_DSN)
+    fix = "bash scripts/install-infra.sh postgres"
+    try:
+        import psycopg
+
+        with psycopg.connect(dsn, connect_timeout=3) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+    except Exception as exc:
+        return Check("PostgreSQL", False, f"{_redact(dsn)}: {_first_line(exc)}", fix)
+    version = str(row[0]).split()[0] if row else "?"
+    return Check("PostgreSQL", True, _redact(dsn), version=version)
+
+
+def check_docker() -> Check:
+    fix = "bash scripts/install-infra.sh docker"
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        try:
+            client.ping()
+            info = client.version()
+        finally:
+            client.close()
+    except Exception as exc:
+        return Check("Docker engine", False, _first_line(exc), fix)
+    detail = f"API {info.get('ApiVersion', '?')} at {os.environ.get('DOCKER_HOST', 'local socket')}"
+    return Check("Docker engine", True, detail, version=str(info.get("Version", "?")))
+
+
+def check_chromium() -> Check:
+    fix = "bash scripts/install-infra.sh browser"
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path is None:
+            continue
+        try:
+            out = subprocess.run(
+                [path, "--version"], capture_output=True, text=True, timeout=10, check=False
+            ).stdout
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Check("Chromium", False, f"{path}: {exc}", fix)
+        # Debian's wrapper script may print shell noise before the version line.
+        line = next((ln for ln in out.splitlines() if "Chrom" in ln), out.strip())
+        version = next((w for w in line.split() if w[:1].isdigit()), None)
+        return Check("Chromium", True, f"{path} (report browser tests)", version=version)
+    return Check("Chromium", False, "no chromium on PATH (report browser tests only)", fix)
+
+
+PROBES: tuple[Callable[[], Check], ...] = (
+    check_python,
+    check_toxiproxy,
+    check_postgres,
+    check_docker,
+    check_chromium,
+)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _redact(dsn: str) -> str:
+    """Hide a password in a DSN before printing it."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(dsn)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return dsn
+
+
+def _safe(probe: Callable[[], Check]) -> Check:
+    try:
+        return probe()
+    except Exception as exc:  # a probe that breaks is a finding, not a crash of the doctor
+        name = probe.__name__.removeprefix("check_")
+        return Check(name, False, f"probe failed: {_first_line(exc)}")
+
+
+def render(checks: Sequence[Check]) -> Table:
+    table = Table(title="crashpoint doctor")
+    table.add_column("component")
+    table.add_column("status")
+    table.add_column("version")
+    table.add_column("detail", overflow="fold")
+    fixes = any(c.fix and not c.ok for c in checks)
+    if fixes:  # only spend the width on it when something is missing
+        table.add_column("to get it", overflow="fold")
+    for c in checks:
+        if c.ok:
+            status = "[green]ok[/green]"
+        elif c.required:
+            status = "[red]MISSING (required)[/red]"
+        else:
+            status = "[yellow]missing (optional)[/yellow]"
+        row = [c.component, status, c.version or "", c.detail]
+        table.add_row(*row, *([c.fix if not c.ok else ""] if fixes else []))
+    return table
+
+
+def run_doctor(
+    probes: Sequence[Callable[[], Check]] = PROBES, *, console: Console | None = None
+) -> int:
+    """Print the table; 0 when the embedded default can run, 3 when it cannot."""
+    checks = [_safe(p) for p in probes]
+    console = console or Console()
+    console.print(render(checks))
+    runnable = all(c.ok for c in checks if c.required)
+    missing = [c.component for c in checks if not c.ok and not c.required]
+    if not runnable:
+        console.print("The embedded default (Python + SQLite) cannot run here; see above.")
+        return 3
+    if missing:
+        console.print(
+            f"The embedded default runs. Without {', '.join(missing)}, the scenarios that need "
+            "them are reported as skipped."
+        )
+    else:
+        console.print("Everything is available.")
+    return 0
