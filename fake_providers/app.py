@@ -245,6 +245,16 @@ class ProviderApp:
         return self._commit_path(w)
 
     def _commit_path(self, w: _Write) -> tuple[Reply, str | None]:
+        try:
+            return self._commit_path_inner(w)
+        except BaseException:
+            # Whatever broke, a key left in flight would answer 409 forever; free it
+            # (a no-op once the commit turned it into a completed key).
+            if w.key is not None:
+                self.store.release_key(w.key)
+            raise
+
+    def _commit_path_inner(self, w: _Write) -> tuple[Reply, str | None]:
         armed = self.board.take(_COMMIT_PATH_ACTIONS, job=w.job_id, key=w.key, marker=w.marker)
         action = armed.fault.action if armed is not None else None
         if armed is not None:

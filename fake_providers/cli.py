@@ -40,6 +40,13 @@ from fake_providers.models import KINDS
     help="Loopback address to bind; anything else is refused.",
 )
 @click.option(
+    "--hold-max-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="A hold nobody releases ends as a drop after this many seconds.",
+)
+@click.option(
     "--no-peer-pid",
     is_flag=True,
     help="Do not resolve the client's pid for arrivals (saves a /proc scan).",
@@ -51,12 +58,13 @@ def serve(
     name: str | None,
     key_ttl_s: float,
     host: str,
+    hold_max_s: float,
     no_peer_pid: bool,
 ) -> None:
     """Serve one provider until SIGTERM; prints one JSON ready line with its URL."""
-    from fake_providers.server import LOOPBACK_HOSTS, build, serve_forever
+    from fake_providers.server import build, is_loopback, serve_forever
 
-    if host not in LOOPBACK_HOSTS:
+    if not is_loopback(host):
         raise click.BadParameter(
             f"{host!r} is not a loopback address; use 127.0.0.1", param_hint="--host"
         )
@@ -69,6 +77,7 @@ def serve(
             host=host,
             port=port,
             peer_pids=not no_peer_pid,
+            hold_max_s=hold_max_s,
         )
     except OSError as exc:
         raise click.ClickException(

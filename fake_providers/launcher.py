@@ -39,6 +39,7 @@ class ProviderProcess:
         port: int,
         key_ttl_s: float,
         peer_pids: bool,
+        hold_max_s: float,
         startup_timeout_s: float,
     ) -> None:
         self.kind = kind
@@ -47,6 +48,7 @@ class ProviderProcess:
         self.log_path = state_path.with_name(state_path.name + ".log")
         self.key_ttl_s = key_ttl_s
         self._peer_pids = peer_pids
+        self._hold_max_s = hold_max_s
         self._startup_timeout_s = startup_timeout_s
         self.port = port
         self.url = ""
@@ -128,6 +130,8 @@ class ProviderProcess:
             self.name,
             "--key-ttl-s",
             repr(self.key_ttl_s),
+            "--hold-max-s",
+            repr(self._hold_max_s),
         ]
         if not self._peer_pids:
             argv.append("--no-peer-pid")
@@ -200,12 +204,15 @@ def start_provider(
     port: int = 0,
     key_ttl_s: float = 86400.0,
     peer_pids: bool = True,
+    hold_max_s: float = 300.0,
     startup_timeout_s: float = 5.0,
 ) -> ProviderProcess:
     """Start a ``kind`` provider on loopback; returns once it answers.
 
     ``name`` (default: ``kind``) labels its arrivals and effects and names the worker's
-    ``CRASHPOINT_PROVIDER_<NAME>_URL`` variable (see ``ProviderProcess.env``).
+    ``CRASHPOINT_PROVIDER_<NAME>_URL`` variable (see ``ProviderProcess.env``). The
+    provider's stderr goes to ``<state_path>.log``, which survives its crashes. A hold
+    nobody releases ends as a drop after ``hold_max_s``.
     """
     if kind not in KINDS:
         raise ProviderError(f"provider kind={kind!r} is unknown; use one of {', '.join(KINDS)}")
@@ -216,6 +223,7 @@ def start_provider(
         port=port,
         key_ttl_s=key_ttl_s,
         peer_pids=peer_pids,
+        hold_max_s=hold_max_s,
         startup_timeout_s=startup_timeout_s,
     )
     return p

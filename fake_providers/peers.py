@@ -38,8 +38,18 @@ def _socket_inode(peer: tuple[str, int], local: tuple[str, int]) -> str | None:
     return None
 
 
+#: Pids that owned earlier connections, most recent first: the same few workers make
+#: almost every request, so checking them first avoids a scan of every process.
+_recent: list[int] = []
+_RECENT_MAX = 16
+
+
 def _owner(inode: str) -> int | None:
     target = f"socket:[{inode}]"
+    for pid in list(_recent):
+        if _holds(pid, target):
+            _remember(pid)
+            return pid
     me = os.getpid()
     uid = os.getuid()
     for entry in os.scandir("/proc"):
@@ -48,10 +58,32 @@ def _owner(inode: str) -> int | None:
         try:
             if entry.stat().st_uid != uid:
                 continue
-            fd_dir = f"/proc/{entry.name}/fd"
-            for fd in os.listdir(fd_dir):
-                if os.readlink(f"{fd_dir}/{fd}") == target:
-                    return int(entry.name)
         except OSError:
             continue
+        pid = int(entry.name)
+        if _holds(pid, target):
+            _remember(pid)
+            return pid
     return None
+
+
+def _holds(pid: int, target: str) -> bool:
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        for fd in os.listdir(fd_dir):
+            try:
+                if os.readlink(f"{fd_dir}/{fd}") == target:
+                    return True
+            except OSError:
+                continue
+    except OSError:
+        return False
+    return False
+
+
+def _remember(pid: int) -> None:
+    # Request threads race here; a lost update only costs one slower lookup.
+    if pid in _recent:
+        _recent.remove(pid)
+    _recent.insert(0, pid)
+    del _recent[_RECENT_MAX:]

@@ -6,6 +6,7 @@ of the socket, which "commit, then drop the connection" needs (an RST, not a res
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import signal
@@ -24,7 +25,16 @@ from fake_providers.peers import peer_pid
 from fake_providers.problems import PROBLEM_TYPE, Problem
 from fake_providers.store import Store
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+def is_loopback(host: str) -> bool:
+    """IPv4 loopback only: the server socket is AF_INET and must never face a network."""
+    if host == "localhost":
+        return True
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return addr.version == 4 and addr.is_loopback
 
 
 class ProviderServer(ThreadingHTTPServer):
@@ -48,10 +58,18 @@ class _Handler(BaseHTTPRequestHandler):
     server: ProviderServer
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
     _drop = False
+    _peer_pid: int | None = None
+    _peer_known = False
 
     def log_message(self, format: str, *args: Any) -> None:
         # The effect log is the record; per-request stderr lines would only slow it down.
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out as two writes; without NODELAY, Nagle plus the
+        # client's delayed ACK adds ~40 ms to every response.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _serve(self) -> None:
         try:
@@ -86,15 +104,16 @@ class _Handler(BaseHTTPRequestHandler):
         if length > MAX_BODY_BYTES:
             raise Problem(413, f"body of {length} bytes exceeds {MAX_BODY_BYTES}; send less")
         body = self.rfile.read(length) if length else b""
-        pid = None
-        if self.server.peer_pids and self.path.startswith("/v1/"):
-            pid = peer_pid(self.client_address, self.connection.getsockname())
+        if self.server.peer_pids and not self._peer_known and self.path.startswith("/v1/"):
+            # One lookup per connection: a keep-alive connection keeps its process.
+            self._peer_pid = peer_pid(self.client_address, self.connection.getsockname())
+            self._peer_known = True
         return Request(
             method=self.command,
             target=self.path,
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
-            peer_pid=pid,
+            peer_pid=self._peer_pid,
         )
 
     def _send(self, reply: Reply) -> None:
@@ -143,11 +162,12 @@ def build(
     host: str,
     port: int,
     peer_pids: bool = True,
+    hold_max_s: float = 300.0,
 ) -> ProviderServer:
-    if host not in LOOPBACK_HOSTS:
+    if not is_loopback(host):
         raise ValueError(f"host={host!r} is not loopback; providers bind 127.0.0.1 only")
     store = Store(state_path, provider=name, key_ttl_s=key_ttl_s)
-    app = ProviderApp(kind=kind, name=name, store=store, board=FaultBoard())
+    app = ProviderApp(kind=kind, name=name, store=store, board=FaultBoard(hold_max_s=hold_max_s))
     return ProviderServer((host, port), app, peer_pids=peer_pids)
 
 
