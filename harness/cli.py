@@ -1,18 +1,141 @@
-"""The ``crashpoint`` command line."""
+"""The ``crashpoint`` command line.
+
+Exit codes (stable): 0 all held; 1 a violation; 2 usage or configuration error; 3
+inconclusive or infrastructure failure (``--strict``: skipped too).
+"""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from harness import __version__
+from harness.errors import ConfigError, CrashpointError, InfrastructureError
+
+LEDGERS = ("sqlite", "postgres")
+BACKENDS = ("process", "docker")
+SIGNALS = ("SIGKILL", "SIGTERM", "SIGSTOP")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """Turns crashpoint's own errors into one line and the documented exit code."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            click.echo(f"crashpoint: {exc}", err=True)
+            sys.exit(2)
+        except InfrastructureError as exc:
+            click.echo(f"crashpoint: {exc}", err=True)
+            sys.exit(3)
+        except CrashpointError as exc:
+            click.echo(f"crashpoint: {exc}", err=True)
+            sys.exit(3)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="crashpoint")
 def main() -> None:
     """Prove that a job worker produces each side effect exactly once."""
+
+
+def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
+    options = [
+        click.option("--scenario", "scenarios", multiple=True, help="Only this scenario."),
+        click.option("--point", "points", multiple=True, help="Only this injection point."),
+        click.option(
+            "--provider",
+            "providers",
+            multiple=True,
+            type=click.Choice(("idempotent", "plain", "unqueryable")),
+            help="Only this provider kind.",
+        ),
+        click.option(
+            "--signal", "signals", multiple=True, type=click.Choice(SIGNALS), help="Only this."
+        ),
+        click.option("--ledger", type=click.Choice(LEDGERS), default="sqlite", show_default=True),
+        click.option(
+            "--backend", type=click.Choice(BACKENDS), default="process", show_default=True
+        ),
+        click.option("--seed", type=int, default=None, help="Run seed (default: random)."),
+        click.option(
+            "--out",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path("crashpoint-out"),
+            show_default=True,
+        ),
+        click.option("--strict", is_flag=True, help="Fail (exit 3) on skipped trials too."),
+        click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True),
+        click.option("--shard", default=None, help="Run shard i/n of the cells (e.g. 1/4)."),
+        click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True),
+        click.option("--lease-ttl-s", type=click.FloatRange(0.1, 60), default=None),
+        click.option("--pg-dsn", envvar="CRASHPOINT_PG_DSN", default=None),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+@main.command()
+@click.option("-c", "--config", "config_path", type=click.Path(path_type=Path), default=None)
+@click.option("--target", default="reference", show_default=True)
+@click.option("--mutant", default=None, help="Run the reference worker with this bug.")
+@_matrix_options
+def run(config_path: Path | None, target: str, mutant: str | None, **kw: object) -> None:
+    """Run the injection matrix against a target and write results.json and a report."""
+    from harness.commands import run_command
+
+    sys.exit(run_command(config_path=config_path, target=target, mutant=mutant, **kw))
+
+
+@main.command()
+@_matrix_options
+def selftest(**kw: object) -> None:
+    """Run the correct reference worker and every mutant; print the kill matrix."""
+    from harness.commands import selftest_command
+
+    sys.exit(selftest_command(**kw))
+
+
+@main.command()
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("crashpoint-demo"),
+    show_default=True,
+)
+@click.option("--seed", type=int, default=None)
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=2, show_default=True)
+def demo(out: Path, seed: int | None, jobs: int) -> None:
+    """Run the full matrix on the embedded default and write the HTML report."""
+    from harness.commands import demo_command
+
+    sys.exit(demo_command(out=out, seed=seed, jobs=jobs))
+
+
+@main.command()
+def points() -> None:
+    """List the scenarios, their injection points, providers and signals."""
+    from harness.commands import points_command
+
+    points_command()
+
+
+@main.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Directory."
+)
+@click.option("--self-contained", is_flag=True, help="Also write one self-contained HTML file.")
+def report(results: tuple[Path, ...], out: Path, self_contained: bool) -> None:
+    """Merge results.json files (shards) and regenerate the HTML, JUnit and Markdown."""
+    from reports.cli import build_report
+
+    merged = build_report(list(results), out, self_contained=self_contained)
+    click.echo(f"{len(merged.trials)} trials -> {out / 'index.html'}")
 
 
 @main.command()
@@ -23,23 +146,14 @@ def doctor() -> None:
     sys.exit(run_doctor())
 
 
-@main.command()
-def demo() -> None:
-    """Run the full matrix on the embedded default and write the HTML report."""
-    click.echo("crashpoint demo: not built yet (the harness core is in progress).", err=True)
-    sys.exit(3)
-
-
 @main.group()
 def provider() -> None:
     """Fake providers: run one in the foreground."""
 
 
 def _register_provider_serve() -> None:
-    try:
-        from fake_providers.cli import serve
-    except ImportError:  # the providers package is still being built
-        return
+    from fake_providers.cli import serve
+
     provider.add_command(serve)
 
 

@@ -1,0 +1,354 @@
+"""What ``crashpoint run``, ``selftest``, ``demo`` and ``points`` do, behind the click layer."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from harness.errors import ConfigError
+from harness.infra import RunInfra
+from harness.runner import (
+    RunSpec,
+    exit_code,
+    new_run_id,
+    results_document,
+    run_cells,
+    summarize,
+)
+from harness.trial import TrialConfig, TrialResult
+from scenarios.table import BY_NAME, SCENARIOS, Cell, cells
+
+console = Console(stderr=True)
+GLYPH = {"held": "✓", "violated": "✗", "inconclusive": "?", "skipped": "-"}
+STYLE = {"held": "green", "violated": "bold red", "inconclusive": "yellow", "skipped": "dim"}
+
+
+def select_cells(
+    *,
+    scenarios: Sequence[str] = (),
+    points: Sequence[str] = (),
+    providers: Sequence[str] = (),
+    signals: Sequence[str] = (),
+    ledger: str = "sqlite",
+    backend: str = "process",
+    mutant: str | None = None,
+    shard: str | None = None,
+) -> list[Cell]:
+    """The cells the filters leave, in table order; unknown names are usage errors."""
+    for name in scenarios:
+        if name not in BY_NAME:
+            raise ConfigError(
+                f"--scenario {name!r} is unknown; `crashpoint points` lists the scenarios"
+            )
+    chosen = [BY_NAME[n] for n in scenarios] if scenarios else list(SCENARIOS)
+    known_points = {p for s in chosen for p in s.points}
+    for p in points:
+        if p not in known_points:
+            raise ConfigError(
+                f"--point {p!r} is not a point of the chosen scenarios; "
+                f"choose from {', '.join(sorted(known_points))}"
+            )
+    out = cells(
+        chosen,
+        providers=providers or ("idempotent", "plain", "unqueryable"),
+        signals=signals or None,
+        ledger=ledger,
+        backend=backend,
+        mutant=mutant,
+    )
+    if points:
+        out = [c for c in out if c.point in points]
+    if shard:
+        index, count = parse_shard(shard)
+        out = out[index - 1 :: count]
+    if not out:
+        raise ConfigError("the filters leave no cell to run; `crashpoint points` lists them")
+    return out
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ConfigError(f"--shard {text!r} must look like i/n, for example 1/4") from None
+    if not 1 <= i <= n:
+        raise ConfigError(f"--shard {text!r}: i must be between 1 and n")
+    return i, n
+
+
+def trial_config(lease_ttl_s: float | None, pg_dsn: str | None, **extra: Any) -> TrialConfig:
+    lease = lease_ttl_s or 0.6
+    return TrialConfig(
+        lease_ttl_s=lease,
+        http_timeout_s=max(0.3, lease),
+        pg_dsn=pg_dsn,
+        **extra,
+    )
+
+
+def _progress_printer(total: int, label: str) -> tuple[Progress | None, Any]:
+    if console.is_terminal:
+        bar = Progress(
+            TextColumn(f"[bold]{label}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=console,
+            transient=True,
+        )
+        task = bar.add_task("", total=total)
+
+        def advance(r: TrialResult) -> None:
+            bar.update(task, advance=1, description=f"{GLYPH[r.verdict]} {r.cell.id}")
+
+        return bar, advance
+
+    done = [0]
+
+    def line(r: TrialResult) -> None:
+        done[0] += 1
+        console.print(
+            f"[{done[0]}/{total}] {GLYPH[r.verdict]} {r.verdict:<12} {r.cell.id} "
+            f"({r.duration_s:.2f} s)",
+            highlight=False,
+        )
+
+    return None, line
+
+
+def execute(spec: RunSpec, infra: RunInfra, *, label: str) -> list[TrialResult]:
+    bar, advance = _progress_printer(len(spec.cells), label)
+    if bar is None:
+        return run_cells(spec, progress=advance)
+    with bar:
+        return run_cells(spec, progress=advance)
+
+
+def write_outputs(doc: dict[str, Any], out: Path) -> Path:
+    """results.json first (it is the record), then the report built from it."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "results.json"
+    path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    try:
+        from reports.cli import build_report
+    except ImportError:  # the report package is optional for a results-only run
+        return path
+    build_report([path], out)
+    return path
+
+
+def print_summary(doc: dict[str, Any], out: Path) -> None:
+    s = doc["summary"]
+    table = Table(title=f"crashpoint {doc['command']} — seed {doc['seed']}", show_lines=False)
+    for col in ("trial", "verdict", "violations", "s"):
+        table.add_column(col)
+    for t in doc["trials"]:
+        if t["verdict"] == "held" and s["total"] > 25:
+            continue  # long runs list only what needs attention
+        table.add_row(
+            t["id"],
+            f"[{STYLE[t['verdict']]}]{GLYPH[t['verdict']]} {t['verdict']}[/]",
+            ", ".join(sorted({v["invariant"] for v in t["violations"]})) or (t["reason"] or ""),
+            f"{t['duration_s']:.2f}",
+        )
+    if table.row_count:
+        console.print(table)
+    console.print(
+        f"{s['total']} trials: [green]{s['held']} held[/], [red]{s['violated']} violated[/], "
+        f"[yellow]{s['inconclusive']} inconclusive[/], {s['skipped']} skipped "
+        f"in {doc['duration_s']:.1f} s"
+    )
+    report = out / "index.html"
+    where = report if report.exists() else out / "results.json"
+    console.print(f"report: {where}")
+
+
+def run_command(
+    *,
+    config_path: Path | None,
+    target: str,
+    mutant: str | None,
+    scenarios: Sequence[str],
+    points: Sequence[str],
+    providers: Sequence[str],
+    signals: Sequence[str],
+    ledger: str,
+    backend: str,
+    seed: int | None,
+    out: Path,
+    strict: bool,
+    jobs: int,
+    shard: str | None,
+    repeat: int,
+    lease_ttl_s: float | None,
+    pg_dsn: str | None,
+) -> int:
+    if config_path is not None:
+        from harness.targets.command import load_config
+
+        load_config(config_path)  # validates; running command targets is below
+    if target != "reference" and config_path is None:
+        raise ConfigError(f"--target {target!r} is unknown; use reference or -c crashpoint.toml")
+    if mutant is not None:
+        from scenarios.mutants import MUTANTS
+
+        if mutant not in MUTANTS:
+            raise ConfigError(
+                f"--mutant {mutant!r} is unknown; choose from {', '.join(sorted(MUTANTS))}"
+            )
+    seed = seed if seed is not None else random.randrange(2**31)
+    chosen = select_cells(
+        scenarios=scenarios,
+        points=points,
+        providers=providers,
+        signals=signals,
+        ledger=ledger,
+        backend=backend,
+        mutant=mutant,
+        shard=shard,
+    )
+    config = trial_config(lease_ttl_s, pg_dsn)
+    worst = 0
+    with RunInfra.open(chosen, ledger=ledger, backend=backend, pg_dsn=pg_dsn) as infra:
+        for i in range(repeat):
+            run_seed = seed + i
+            spec = infra.spec(
+                chosen,
+                seed=run_seed,
+                config=config,
+                command="run",
+                jobs=jobs,
+                target={"name": "reference", "kind": "reference", "mutant": mutant},
+            )
+            started = time.time()
+            results = execute(spec, infra, label=f"run {i + 1}/{repeat}" if repeat > 1 else "run")
+            doc = results_document(spec, results, started=started, environment=infra.environment())
+            run_out = out if repeat == 1 else out / f"run-{i + 1:03d}"
+            write_outputs(doc, run_out)
+            print_summary(doc, run_out)
+            worst = max(worst, exit_code(doc["summary"], strict=strict), key=_severity)
+    return worst
+
+
+def _severity(code: int) -> int:
+    return {0: 0, 3: 1, 1: 2}.get(code, 3)
+
+
+def selftest_command(
+    *,
+    scenarios: Sequence[str],
+    points: Sequence[str],
+    providers: Sequence[str],
+    signals: Sequence[str],
+    ledger: str,
+    backend: str,
+    seed: int | None,
+    out: Path,
+    strict: bool,
+    jobs: int,
+    shard: str | None,
+    repeat: int,
+    lease_ttl_s: float | None,
+    pg_dsn: str | None,
+) -> int:
+    """The correct worker must hold every cell; every mutant must be killed by some cell."""
+    from harness.killmatrix import kill_matrix, print_kill_matrix
+    from scenarios.mutants import MUTANTS
+
+    del repeat
+    seed = seed if seed is not None else random.randrange(2**31)
+    # One crash signal is enough to tell mutants apart; the full run covers SIGTERM.
+    signals = signals or ("SIGKILL", "SIGSTOP")
+    base = select_cells(
+        scenarios=scenarios,
+        points=points,
+        providers=providers,
+        signals=signals,
+        ledger=ledger,
+        backend=backend,
+        shard=shard,
+    )
+    all_cells = list(base)
+    for name in sorted(MUTANTS):
+        all_cells += [_with_mutant(c, name) for c in base]
+    config = trial_config(lease_ttl_s, pg_dsn)
+    with RunInfra.open(all_cells, ledger=ledger, backend=backend, pg_dsn=pg_dsn) as infra:
+        spec = infra.spec(
+            all_cells,
+            seed=seed,
+            config=config,
+            command="selftest",
+            jobs=jobs,
+            target={"name": "reference", "kind": "reference", "mutant": None},
+        )
+        started = time.time()
+        results = execute(spec, infra, label="selftest")
+        doc = results_document(spec, results, started=started, environment=infra.environment())
+    doc["kill_matrix"] = kill_matrix(doc["trials"], MUTANTS)
+    write_outputs(doc, out)
+    print_kill_matrix(doc, console)
+    correct = [t for t in doc["trials"] if t["mutant"] is None]
+    survivors = [m for m, row in doc["kill_matrix"]["mutants"].items() if not row["killed"]]
+    summary = summarize(correct)
+    console.print(f"report: {out / 'index.html'}")
+    if summary["violated"] or survivors:
+        return 1
+    return exit_code(summary, strict=strict)
+
+
+def _with_mutant(cell: Cell, mutant: str) -> Cell:
+    return Cell(
+        cell.scenario, cell.point, cell.provider, cell.signal, cell.ledger, cell.backend, mutant
+    )
+
+
+def demo_command(*, out: Path, seed: int | None, jobs: int) -> int:
+    """The full matrix on the embedded default: reference worker, SQLite, processes."""
+    seed = seed if seed is not None else random.randrange(2**31)
+    chosen = select_cells()
+    config = trial_config(None, None)
+    console.print(
+        f"crashpoint demo: {len(chosen)} trials of the reference worker on SQLite "
+        f"(seed {seed}, {jobs} at a time)"
+    )
+    with RunInfra.open(chosen, ledger="sqlite", backend="process", pg_dsn=None) as infra:
+        spec = infra.spec(
+            chosen,
+            seed=seed,
+            config=config,
+            command="demo",
+            jobs=jobs,
+            target={"name": "reference", "kind": "reference", "mutant": None},
+        )
+        started = time.time()
+        results = execute(spec, infra, label="demo")
+        doc = results_document(
+            spec, results, started=started, environment=infra.environment(), run_id=new_run_id()
+        )
+    write_outputs(doc, out)
+    print_summary(doc, out)
+    return exit_code(doc["summary"], strict=False)
+
+
+def points_command() -> None:
+    table = Table(title="crashpoint injection table")
+    for col in ("scenario", "points", "providers", "signals", "expected -> recovery"):
+        table.add_column(col)
+    for s in SCENARIOS:
+        table.add_row(
+            s.name,
+            "\n".join(s.points),
+            ", ".join(s.providers),
+            ", ".join(x or "-" for x in s.signals),
+            f"{s.expected} -> {s.recovery}",
+        )
+    Console().print(table)

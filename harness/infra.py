@@ -1,0 +1,180 @@
+"""Per-run infrastructure: the watchdog, the Toxiproxy server, PostgreSQL, the backend.
+
+Heavy pieces start only when a chosen cell needs them (as pytest-xdist creates its state
+only when switched on). What cannot be had turns the cells that need it into ``skipped``
+trials carrying the reason and the command that fixes it; it never fails a run that
+does not need it, and never passes a cell that does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.backends.base import Backend
+from harness.errors import ConfigError, InfrastructureError, ToxiproxyUnavailable
+from harness.history import History
+from harness.runner import RunSpec, base_environment
+from harness.target import TargetAdapter
+from harness.trial import TrialConfig
+from harness.watchdog import Watchdog
+from scenarios.table import Cell
+
+DEFAULT_PG_DSN = "postgresql://crashpoint:crashpoint@127.0.0.1:5432/crashpoint"
+
+
+class RunInfra:
+    """What one run shares between its trials; a context manager that reaps it all."""
+
+    def __init__(self, *, ledger: str, backend: str, pg_dsn: str | None) -> None:
+        self.ledger = ledger
+        self.backend_name = backend
+        self.pg_dsn = pg_dsn
+        self.run_id = uuid.uuid4().hex[:12]
+        self.watchdog: Watchdog | None = None
+        self.toxiproxy: Any = None
+        self.toxiproxy_error: str | None = None
+        self.docker: Any = None
+        self.versions: dict[str, str | None] = {}
+
+    @classmethod
+    @contextlib.contextmanager
+    def open(
+        cls, cells: Sequence[Cell], *, ledger: str, backend: str, pg_dsn: str | None
+    ) -> Iterator[RunInfra]:
+        infra = cls(ledger=ledger, backend=backend, pg_dsn=pg_dsn)
+        try:
+            infra._start(cells)
+            yield infra
+        finally:
+            infra.close()
+
+    def _start(self, cells: Sequence[Cell]) -> None:
+        self.watchdog = Watchdog.start(self.run_id)
+        if self.ledger == "postgres":
+            self.pg_dsn = self.pg_dsn or os.environ.get("CRASHPOINT_PG_DSN") or DEFAULT_PG_DSN
+            self.versions["postgres"] = _postgres_version(self.pg_dsn)
+        if self.backend_name == "docker":
+            from harness.backends.docker import DockerBackend
+
+            self.docker = DockerBackend
+            self.versions["docker"] = _docker_version()
+        if any(c.network for c in cells):
+            self._start_toxiproxy()
+
+    def _start_toxiproxy(self) -> None:
+        from harness.network import ToxiproxyServer
+
+        try:
+            server = ToxiproxyServer(watchdog=self.watchdog).start()
+            self.versions["toxiproxy"] = server.version()
+            self.toxiproxy = server
+        except ToxiproxyUnavailable as exc:
+            self.toxiproxy_error = str(exc)
+
+    def close(self) -> None:
+        if self.toxiproxy is not None:
+            with contextlib.suppress(Exception):
+                self.toxiproxy.stop()
+        if self.watchdog is not None:
+            self.watchdog.close()
+
+    def environment(self) -> dict[str, Any]:
+        env = base_environment()
+        env.update({k: v for k, v in self.versions.items() if v})
+        return env
+
+    def make_backend(self, history: History) -> Backend:
+        if self.backend_name == "docker":
+            backend: Backend = self.docker(
+                history=history, watchdog=self.watchdog, run_id=self.run_id
+            )
+            return backend
+        from harness.backends.process import ProcessBackend
+
+        return ProcessBackend(history=history, watchdog=self.watchdog)
+
+    def make_target(self, cell: Cell, state_dir: Path, config: TrialConfig) -> TargetAdapter:
+        from harness.targets.reference import ReferenceAdapter
+
+        if cell.ledger == "postgres":
+            assert self.pg_dsn is not None
+            return ReferenceAdapter.postgres(self.pg_dsn, state_dir=state_dir)
+        return ReferenceAdapter.sqlite(state_dir=state_dir)
+
+    def skipped(self, cells: Sequence[Cell]) -> dict[str, str]:
+        out = {}
+        for c in cells:
+            if c.network and self.toxiproxy is None:
+                out[c.id] = f"no Toxiproxy server: {self.toxiproxy_error}"
+        return out
+
+    def make_network(self, cell: Cell) -> Any:
+        if not cell.network or self.toxiproxy is None:
+            return None
+        from harness.netfaults import TrialNetwork
+
+        return TrialNetwork(self.toxiproxy, cell)
+
+    def spec(
+        self,
+        cells: Sequence[Cell],
+        *,
+        seed: int,
+        config: TrialConfig,
+        command: str,
+        jobs: int,
+        target: dict[str, Any],
+    ) -> RunSpec:
+        replay: list[str] = []
+        if config.lease_ttl_s != TrialConfig.lease_ttl_s:
+            replay += ["--lease-ttl-s", str(config.lease_ttl_s)]
+        return RunSpec(
+            cells=cells,
+            seed=seed,
+            config=config,
+            make_backend=self.make_backend,
+            make_target=lambda cell, d: self.make_target(cell, d, config),
+            target=target,
+            command=command,
+            jobs=jobs,
+            skipped=self.skipped(cells),
+            make_network=self.make_network,
+            replay_flags=replay,
+        )
+
+
+def _postgres_version(dsn: str) -> str:
+    import psycopg
+
+    try:
+        with psycopg.connect(dsn, connect_timeout=3) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+    except psycopg.Error as exc:
+        raise InfrastructureError(
+            f"PostgreSQL at {dsn} is not reachable ({exc}); start it with "
+            "`bash scripts/install-infra.sh postgres` or pass --pg-dsn"
+        ) from None
+    return str(row[0]).split()[0] if row else "unknown"
+
+
+def _docker_version() -> str:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        version = str(client.version().get("Version", "unknown"))
+        client.close()
+    except Exception as exc:
+        raise InfrastructureError(
+            f"no Docker engine answers ({exc}); start one with "
+            "`bash scripts/install-infra.sh docker`"
+        ) from None
+    return version
+
+
+__all__ = ["ConfigError", "RunInfra"]

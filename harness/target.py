@@ -1,0 +1,52 @@
+"""The ``Target`` seam: what is under test, as the trial runner sees it.
+
+Two implementations: :mod:`harness.targets.reference` (our worker, with an in-process
+adapter over its ledger) and :mod:`harness.targets.command` (any language, described in
+``crashpoint.toml``). A target without a ledger gives the oracle provider truth only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from harness.history import Event
+from harness.oracle import LedgerFacts
+
+
+class TargetAdapter(Protocol):
+    """One trial's view of the target: enqueue jobs, start workers, read the end state."""
+
+    def setup(self) -> None: ...
+
+    def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any]) -> None: ...
+
+    def worker_argv(self) -> Sequence[str]: ...
+
+    def worker_env(
+        self,
+        worker_id: str,
+        *,
+        mutant: str | None,
+        lease_ttl_s: float,
+        http_timeout_s: float,
+        max_attempts: int,
+    ) -> dict[str, str]: ...
+
+    def quiescent(self, jobs: Iterable[str]) -> bool:
+        """Every job has reached an end (acknowledged, dead-lettered or needs_review)."""
+        ...
+
+    def ledger_dsn(self) -> str | None:
+        """The DSN workers use, when the ledger is a server a proxy can stand in front of."""
+        ...
+
+    def ledger_facts(self) -> LedgerFacts | None: ...
+
+    def ledger_events(self) -> list[Event]: ...
+
+    def snapshot(self) -> Any: ...
+
+    def restore(self, snapshot: Any) -> None: ...
+
+    def close(self) -> None: ...

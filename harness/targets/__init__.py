@@ -1,0 +1,1 @@
+"""Targets: the reference worker and command-described workers."""

@@ -1,0 +1,443 @@
+"""One trial: fresh state, faults applied, quiescence, oracle check.
+
+:class:`Trial` owns everything one cell needs (a state directory, a fake provider, the
+target's ledger, a failpoint rendezvous, the backend's workers) and the verbs scenario
+drivers are written in (start a worker, hold it at a boundary, signal it, wait for
+quiescence). :func:`run_trial` wraps a driver with setup, the time bound, the oracle and
+teardown, and turns whatever happened into a :class:`TrialResult`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fake_providers import Fault, ProviderProcess, start_provider
+from harness.backends.base import Backend, WorkerHandle, describe_exit
+from harness.errors import CrashpointError, RendezvousTimeout
+from harness.history import Event, History
+from harness.oracle import LIVENESS, OracleInput, Violation, check
+from harness.rendezvous import Gate, Hit, Rendezvous
+from harness.target import TargetAdapter
+from scenarios.table import Cell
+
+PROVIDER_NAME = "svc"
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """Timing and infrastructure shared by every trial of a run."""
+
+    lease_ttl_s: float = 0.6
+    http_timeout_s: float = 0.6
+    max_attempts: int = 3
+    jobs_per_trial: int = 2
+    quiescence_timeout_s: float = 20.0
+    #: How long a resumed or recovering worker gets to act before the end state is read.
+    settle_s: float = 0.25
+    pg_dsn: str | None = None
+    keep_dirs: bool = False
+    workdir: Path | None = None
+
+
+@dataclass
+class TrialResult:
+    cell: Cell
+    seed: int
+    verdict: str
+    reached: bool
+    reason: str | None
+    violations: list[Violation]
+    duration_s: float
+    events: list[dict[str, Any]]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self, replay: str) -> dict[str, Any]:
+        c = self.cell
+        return {
+            "id": c.id,
+            "scenario": c.scenario.name,
+            "injection_point": c.point,
+            "provider": c.provider,
+            "signal": c.signal,
+            "backend": c.backend,
+            "ledger": c.ledger,
+            "mutant": c.mutant,
+            "verdict": self.verdict,
+            "reached": self.reached,
+            "reason": self.reason,
+            "violations": [v.to_json() for v in self.violations],
+            "duration_s": round(self.duration_s, 4),
+            "seed": self.seed,
+            "replay": replay,
+            "description": c.scenario.injection,
+            "expected": f"{c.scenario.expected} -> {c.scenario.recovery}",
+            "events": self.events,
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+        }
+
+
+class Inconclusive(CrashpointError):
+    """The trial could not decide (the fault was never reached, or no quiescence)."""
+
+
+class Trial:
+    """The state and verbs of one running trial."""
+
+    def __init__(
+        self,
+        cell: Cell,
+        *,
+        seed: int,
+        config: TrialConfig,
+        make_backend: Callable[[History], Backend],
+        make_target: Callable[[Path], TargetAdapter],
+        network: Any = None,
+    ) -> None:
+        self.cell = cell
+        self.seed = seed
+        self.config = config
+        self.rng = random.Random(f"{seed}:{cell.id}")
+        self.history = History()
+        self.backend = make_backend(self.history)
+        self.network = network
+        self.reached = False
+        self.waits_s = 0.0
+        # Short paths: the failpoint socket lives here and UNIX socket paths are short.
+        base = config.workdir or Path(tempfile.gettempdir())
+        base.mkdir(parents=True, exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(prefix="cp-", dir=base))
+        self._make_target = make_target
+        self.workers: dict[str, WorkerHandle] = {}
+        self._next_worker = 1
+        self.jobs: list[str] = []
+        self.provider: ProviderProcess | None = None
+        self.target: TargetAdapter | None = None
+        self.rendezvous: Rendezvous | None = None
+        self.provider_url = ""
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def setup(self) -> None:
+        self.provider = start_provider(
+            self.cell.provider, state_path=self.dir / "provider.db", name=PROVIDER_NAME
+        )
+        self.provider_url = self.provider.url
+        self.rendezvous = Rendezvous(str(self.dir / "failpoints.sock"), history=self.history)
+        self.target = self._make_target(self.dir)
+        self.target.setup()
+        if self.network is not None:
+            self.network.attach(
+                history=self.history,
+                provider_url=self.provider_url,
+                ledger_dsn=self.target.ledger_dsn(),
+            )
+
+    def teardown(self) -> None:
+        for handle in self.workers.values():
+            with contextlib.suppress(Exception):
+                if handle.alive():
+                    handle.resume()
+                handle.stop(timeout_s=1.0)
+        with contextlib.suppress(Exception):
+            self.backend.close()
+        if self.rendezvous is not None:
+            with contextlib.suppress(Exception):
+                self.rendezvous.close()
+        if self.provider is not None:
+            with contextlib.suppress(Exception):
+                self.provider.stop()
+        if self.target is not None:
+            with contextlib.suppress(Exception):
+                self.target.close()
+        if not self.config.keep_dirs:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- verbs for drivers ----------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        assert self.provider is not None
+        return self.provider.client
+
+    def job_body(self, job_id: str) -> dict[str, Any]:
+        return {"job_id": job_id, "amount_cents": self.rng.randrange(100, 100_000)}
+
+    def enqueue(self, job_id: str | None = None) -> str:
+        assert self.target is not None
+        if job_id is None:
+            job_id = f"j-{len(self.jobs) + 1:04d}"
+        if job_id not in self.jobs:
+            self.jobs.append(job_id)
+        self.target.enqueue(job_id, PROVIDER_NAME, self.job_body(job_id))
+        self.history.append("supervisor", "enqueue", job=job_id)
+        return job_id
+
+    def enqueue_batch(self) -> str:
+        """Enqueue this trial's jobs; the first is the one the fault aims at."""
+        first = self.enqueue()
+        for _ in range(self.config.jobs_per_trial - 1):
+            self.enqueue()
+        return first
+
+    def start_worker(self, *, recovery: bool = False, direct: bool = False) -> WorkerHandle:
+        """Start the next worker; ``direct`` bypasses the trial's proxies (a healthy peer)."""
+        assert self.target is not None
+        assert self.rendezvous is not None
+        name = f"w{self._next_worker}"
+        self._next_worker += 1
+        env = dict(os.environ)
+        env.update(
+            self.target.worker_env(
+                name,
+                mutant=self.cell.mutant,
+                lease_ttl_s=self.config.lease_ttl_s,
+                http_timeout_s=self.config.http_timeout_s,
+                max_attempts=self.config.max_attempts,
+            )
+        )
+        url = self.provider_url
+        if self.network is not None and not direct:
+            url = self.network.provider_url or url
+            if "CRASHPOINT_LEDGER_DSN" in env:
+                env["CRASHPOINT_LEDGER_DSN"] = self.network.ledger_dsn(env["CRASHPOINT_LEDGER_DSN"])
+        env[f"CRASHPOINT_PROVIDER_{PROVIDER_NAME.upper()}_URL"] = url
+        env[f"CRASHPOINT_PROVIDER_{PROVIDER_NAME.upper()}_KIND"] = self.cell.provider
+        env["CRASHPOINT_FAILPOINTS"] = str(self.rendezvous.path)
+        env["CRASHPOINT_STATE_DIR"] = str(self.dir)
+        env["CRASHPOINT_WORKER_ID"] = name
+        if recovery:
+            env["CRASHPOINT_RECOVERY"] = "1"
+        else:
+            env.pop("CRASHPOINT_RECOVERY", None)
+        handle = self.backend.start(name, self.target.worker_argv(), env=env, cwd=self.dir)
+        self.workers[name] = handle
+        return handle
+
+    def hold(self, point: str, *, job: str | None = None) -> Gate:
+        assert self.rendezvous is not None
+        return self.rendezvous.hold(point, job=job)
+
+    def wait_hit(self, gate: Gate, *, what: str, timeout_s: float = 10.0) -> Hit:
+        try:
+            hit = gate.wait(timeout_s)
+        except RendezvousTimeout as exc:
+            raise Inconclusive(f"{what} was never reached: {exc}") from exc
+        self.reached = True
+        return hit
+
+    def arm(self, fault: Fault) -> str:
+        fault_id: str = self.client.arm(fault)
+        self.history.append("supervisor", "note", job=fault.job, armed=fault.action)
+        return fault_id
+
+    def wait_held(self, fault_id: str, *, what: str, timeout_s: float = 10.0) -> Any:
+        try:
+            held = self.client.wait_held(fault_id, timeout_s)
+        except RendezvousTimeout as exc:
+            raise Inconclusive(f"{what} was never reached: {exc}") from exc
+        self.reached = True
+        self.history.append(
+            f"provider:{PROVIDER_NAME}",
+            "hold",
+            job=held.job_id,
+            t=held.t_mono,
+            committed=held.committed,
+            arrival=held.arrival_id,
+        )
+        return held
+
+    def release(self, fault_id: str, outcome: str) -> None:
+        self.client.release(fault_id, outcome=outcome)
+        self.history.append(f"provider:{PROVIDER_NAME}", "release", outcome=outcome)
+
+    def send(self, handle: WorkerHandle, sig: str) -> None:
+        """Deliver ``sig`` to the worker's whole tree, recorded in the history."""
+        signum = signal.Signals[sig]
+        self.history.append("supervisor", "signal", worker=handle.name, signal=sig)
+        if signum == signal.SIGSTOP:
+            handle.pause()
+        elif signum == signal.SIGCONT:
+            handle.resume()
+        else:
+            handle.signal(signum)
+
+    def crash(self, handle: WorkerHandle, sig: str, *, hit: Hit | None = None) -> None:
+        """Kill ``handle`` with ``sig`` and make sure it is gone.
+
+        A worker may handle SIGTERM by finishing what it holds: it is then let go from
+        the boundary and given a lease's time to exit before SIGKILL ends it.
+        """
+        self.send(handle, sig)
+        if sig != "SIGKILL" and handle.wait(0.1) is None:
+            if hit is not None:
+                hit.resume()
+            if handle.wait(self.config.lease_ttl_s * 2) is None:
+                self.send(handle, "SIGKILL")
+        if handle.wait(5.0) is None:
+            raise Inconclusive(f"worker {handle.name} survived SIGKILL")
+        self.history.append(
+            "supervisor",
+            "worker_exit",
+            worker=handle.name,
+            status=describe_exit(handle.returncode),
+        )
+
+    def sleep(self, seconds: float) -> None:
+        """A deliberate wait (counted apart from the harness's own overhead)."""
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        self.waits_s += time.monotonic() - t0
+
+    def wait_quiescent(self, *, timeout_s: float | None = None) -> bool:
+        """Poll the target until every job has ended; then let stragglers act."""
+        assert self.target is not None
+        deadline = time.monotonic() + (timeout_s or self.config.quiescence_timeout_s)
+        t0 = time.monotonic()
+        while time.monotonic() < deadline:
+            if self.target.quiescent(self.jobs):
+                self.waits_s += time.monotonic() - t0
+                self.sleep(self.config.settle_s)
+                return self.target.quiescent(self.jobs)
+            time.sleep(0.02)
+        self.waits_s += time.monotonic() - t0
+        return False
+
+    # -- judgement ------------------------------------------------------------------------
+
+    def observe(self, *, quiescent: bool, review_expected: frozenset[str]) -> OracleInput:
+        assert self.target is not None
+        arrivals = self.client.arrivals()
+        effects = self.client.effects()
+        ledger = self.target.ledger_facts()
+        self.history.extend(arrival_events(arrivals))
+        self.history.extend(self.target.ledger_events())
+        return OracleInput(
+            jobs=list(self.jobs),
+            provider_kinds={PROVIDER_NAME: self.cell.provider},
+            arrivals=arrivals,
+            effects=effects,
+            ledger=ledger,
+            max_attempts=self.config.max_attempts,
+            quiescent=quiescent,
+            review_expected=review_expected,
+        )
+
+
+def arrival_events(arrivals: list[Any]) -> Iterator[Event]:
+    for a in arrivals:
+        outcome = "ok" if a.committed or a.replayed else ("error" if a.status else "unknown")
+        if a.kind == "lookup":
+            outcome = "ok" if a.status == 200 else ("unknown" if a.status == 404 else "error")
+        yield Event(
+            t=a.t_mono,
+            source=f"provider:{a.provider}",
+            kind="arrival" if a.kind == "write" else "reconcile",
+            job=a.job_id,
+            fields={
+                "outcome": outcome,
+                "status": a.status,
+                "committed": a.committed,
+                "replayed": a.replayed,
+                "key": a.idempotency_key or a.client_marker,
+                "worker": a.worker_id,
+                "token": a.fencing_token,
+                "fault": a.fault,
+                "arrival": a.id,
+            },
+        )
+
+
+Driver = Callable[[Trial], frozenset[str]]
+
+
+def run_trial(
+    cell: Cell,
+    driver: Driver,
+    *,
+    seed: int,
+    config: TrialConfig,
+    make_backend: Callable[[History], Backend],
+    make_target: Callable[[Path], TargetAdapter],
+    network: Any = None,
+) -> TrialResult:
+    """Run ``driver`` on a fresh trial of ``cell`` and judge it.
+
+    The driver applies the scenario's faults and returns the jobs whose only safe end is
+    needs_review. Anything the harness itself breaks on becomes an ``inconclusive``
+    verdict with the reason, never a pass.
+    """
+    t0 = time.monotonic()
+    trial = Trial(
+        cell,
+        seed=seed,
+        config=config,
+        make_backend=make_backend,
+        make_target=make_target,
+        network=network,
+    )
+    violations: list[Violation] = []
+    reason: str | None = None
+    verdict = "inconclusive"
+    worker_s = 0.0
+    try:
+        trial.setup()
+        review = driver(trial)
+        quiescent = trial.wait_quiescent()
+        data = trial.observe(quiescent=quiescent, review_expected=review)
+        violations = check(data)
+        safety = [v for v in violations if v.invariant not in LIVENESS]
+        if violations:
+            verdict = "violated"
+        elif not quiescent:
+            reason = "no quiescence within the trial's bound"
+        else:
+            verdict = "held"
+        if not quiescent and not safety:
+            verdict, violations = "inconclusive", []
+            reason = f"jobs did not all end within {config.quiescence_timeout_s:.0f} s"
+    except Inconclusive as exc:
+        reason = str(exc)
+    except CrashpointError as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:
+        reason = f"harness error: {type(exc).__name__}: {exc}"
+        print(traceback.format_exc(), file=sys.stderr)
+    finally:
+        worker_s = sum(
+            (h.exited_at or time.monotonic()) - h.started_at for h in trial.workers.values()
+        )
+        trial.teardown()
+    duration = time.monotonic() - t0
+    return TrialResult(
+        cell=cell,
+        seed=seed,
+        verdict=verdict,
+        reached=trial.reached,
+        reason=reason,
+        violations=violations,
+        duration_s=duration,
+        events=trial.history.to_json(),
+        timings={
+            "worker_s": worker_s,
+            "waits_s": trial.waits_s,
+            "overhead_s": max(0.0, duration - trial.waits_s),
+        },
+    )
+
+
+def trial_seed(run_seed: int, cell: Cell) -> int:
+    """A cell's own seed, stable for a run seed: any trial replays from the run's seed."""
+    return zlib.crc32(f"{run_seed}:{cell.id}".encode())

@@ -1,0 +1,204 @@
+"""The injection table as data.
+
+Each :class:`Scenario` is one row of the table in DESIGN.md: where the fault lands, what
+the durable result should be, and what safe recovery looks like. A scenario has one or
+more injection points (the rows of the report) and is crossed with the provider kinds
+and signals where that makes sense; :func:`cells` expands the cross product.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+PROVIDER_KINDS = ("idempotent", "plain", "unqueryable")
+ALL = PROVIDER_KINDS
+CRASH_SIGNALS = ("SIGKILL", "SIGTERM")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    injection: str
+    expected: str
+    recovery: str
+    points: tuple[str, ...]
+    providers: tuple[str, ...] = ALL
+    signals: tuple[str | None, ...] = (None,)
+    #: Only meaningful on these ledgers (None: any).
+    ledgers: tuple[str, ...] | None = None
+    #: Leaves an unknown write that an unqueryable provider cannot reconcile: the only
+    #: safe end there is needs_review (see DESIGN "Fairness").
+    unknown_write: bool = False
+
+    @property
+    def network(self) -> bool:
+        """Some point of this scenario needs Toxiproxy."""
+        return any(p in NETWORK_POINTS for p in self.points)
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        "crash_before_external_call",
+        "kill at before_external_call",
+        "running / not_started",
+        "reclaim after lease expiry",
+        points=("before_external_call",),
+        signals=CRASH_SIGNALS,
+    ),
+    Scenario(
+        "crash_during_external_call",
+        "kill while the provider holds the request (before and after commit)",
+        "unknown",
+        "reconcile by key or marker",
+        points=("provider_hold_before_commit", "provider_hold_after_commit"),
+        signals=CRASH_SIGNALS,
+        unknown_write=True,
+    ),
+    Scenario(
+        "crash_after_external_success",
+        "kill at after_external_call",
+        "unknown",
+        "confirm externally, then close",
+        points=("after_external_call",),
+        signals=CRASH_SIGNALS,
+        unknown_write=True,
+    ),
+    Scenario(
+        "duplicate_delivery",
+        "the same logical job delivered twice, concurrently",
+        "second attempt",
+        "same key, no second effect",
+        points=("redelivered_while_in_flight",),
+    ),
+    Scenario(
+        "lease_expiry_slow_worker",
+        "SIGSTOP the owner past its lease, let another finish, SIGCONT",
+        "stale owner",
+        "CAS rejects the late write; no late effect",
+        points=("before_external_call", "after_external_call"),
+        signals=("SIGSTOP",),
+    ),
+    Scenario(
+        "state_store_restore",
+        "restore an older ledger snapshot, restart workers",
+        "recovered ledger",
+        "reconcile before new side effects",
+        points=("restore_after_effect",),
+        signals=("SIGKILL",),
+        unknown_write=True,
+    ),
+    Scenario(
+        "provider_error_before_commit",
+        "5xx before commit",
+        "failed attempt",
+        "bounded retry succeeds",
+        points=("fail_once", "fail_past_cap"),
+    ),
+    Scenario(
+        "simultaneous_trigger",
+        "the same payload triggered twice at the same moment",
+        "one durable claim",
+        "the loser reads the winner's record",
+        points=("same_moment",),
+    ),
+    Scenario(
+        "ambiguous_timeout",
+        "latency or timeout toxic after the provider committed",
+        "unknown",
+        "reconcile; unqueryable goes to needs_review",
+        points=("provider_delay_after_commit", "toxic_latency", "toxic_timeout"),
+        unknown_write=True,
+    ),
+    Scenario(
+        "reset_after_commit",
+        "reset_peer on the response after commit",
+        "unknown",
+        "reconcile before any retry",
+        points=("toxic_reset_peer",),
+        unknown_write=True,
+    ),
+    Scenario(
+        "provider_down_during_reconcile",
+        "provider unreachable while the worker reconciles",
+        "unknown (unavailable)",
+        "retry reconcile later, no new effect",
+        points=("provider_lookup_503", "proxy_disabled"),
+        providers=("idempotent", "plain"),
+        unknown_write=True,
+    ),
+    Scenario(
+        "ledger_link_faults",
+        "latency and reset between the worker and its database",
+        "unknown",
+        "no effect is repeated",
+        points=("ledger_latency", "ledger_reset"),
+        ledgers=("postgres",),
+    ),
+    Scenario(
+        "slow_lease_renewal",
+        "renewals delayed past the lease",
+        "lease lost",
+        "stop before calling out",
+        points=("ledger_latency_past_lease",),
+        ledgers=("postgres",),
+    ),
+)
+
+#: Points that need Toxiproxy even inside a scenario that has provider-side points too.
+NETWORK_POINTS = frozenset(
+    {"toxic_latency", "toxic_timeout", "toxic_reset_peer", "proxy_disabled"}
+    | {"ledger_latency", "ledger_reset", "ledger_latency_past_lease"}
+)
+
+BY_NAME = {s.name: s for s in SCENARIOS}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of the matrix: a scenario at one point, provider kind and signal."""
+
+    scenario: Scenario
+    point: str
+    provider: str
+    signal: str | None
+    ledger: str = "sqlite"
+    backend: str = "process"
+    mutant: str | None = None
+
+    @property
+    def id(self) -> str:
+        parts = [self.scenario.name, self.point, self.provider, self.signal or "none"]
+        parts += [self.ledger, self.backend]
+        if self.mutant:
+            parts.insert(0, self.mutant)
+        return ".".join(parts)
+
+    @property
+    def network(self) -> bool:
+        return self.point in NETWORK_POINTS
+
+
+def cells(
+    scenarios: Iterable[Scenario] = SCENARIOS,
+    *,
+    providers: Sequence[str] = PROVIDER_KINDS,
+    signals: Sequence[str] | None = None,
+    ledger: str = "sqlite",
+    backend: str = "process",
+    mutant: str | None = None,
+) -> list[Cell]:
+    """Expand scenarios into cells, keeping only the providers and signals asked for."""
+    out = []
+    for s in scenarios:
+        if s.ledgers is not None and ledger not in s.ledgers:
+            continue
+        for point in s.points:
+            for provider in s.providers:
+                if provider not in providers:
+                    continue
+                for sig in s.signals:
+                    if signals is not None and sig is not None and sig not in signals:
+                        continue
+                    out.append(Cell(s, point, provider, sig, ledger, backend, mutant))
+    return out
