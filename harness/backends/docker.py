@@ -30,12 +30,12 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
 import harness
-from harness.backends.base import describe_exit, signal_name
+from harness.backends.base import Backend, WorkerHandle, describe_exit, signal_name
 from harness.errors import InfrastructureError
 from harness.history import History
 from harness.watchdog import RUN_LABEL, Watchdog
@@ -400,3 +400,8 @@ def sweep(run_id: str, client: Any = None) -> int:
     finally:
         if own:
             client.close()
+
+
+if TYPE_CHECKING:  # the seam is structural: let the type checker prove conformance
+    _backend: type[Backend] = DockerBackend
+    _handle: type[WorkerHandle] = DockerHandle

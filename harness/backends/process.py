@@ -20,10 +20,11 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
-from harness.backends.base import describe_exit, signal_name
+from harness.backends.base import Backend, WorkerHandle, describe_exit, signal_name
 from harness.errors import InfrastructureError
 from harness.history import History
 from harness.watchdog import Watchdog
@@ -250,3 +251,8 @@ class ProcessBackend:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+if TYPE_CHECKING:  # the seam is structural: let the type checker prove conformance
+    _backend: type[Backend] = ProcessBackend
+    _handle: type[WorkerHandle] = ProcessHandle
