@@ -180,7 +180,10 @@ def serve_forever(server: ProviderServer) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    loop = threading.Thread(target=server.serve_forever, name="provider-accept", daemon=True)
+    # A short poll interval makes shutdown (and so stop()) take ~50 ms instead of ~500 ms.
+    loop = threading.Thread(
+        target=server.serve_forever, args=(0.05,), name="provider-accept", daemon=True
+    )
     loop.start()
     ready = {"ready": True, "url": server.url, "pid": os.getpid()}
     sys.stdout.write(json.dumps(ready) + "\n")
