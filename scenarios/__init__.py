@@ -1,1 +1,28 @@
-"""scenarios package."""
+"""The reference target worker, its ledger stores and mutants, and the injection table.
+
+``ReferenceTarget`` is the in-process adapter the harness drives; the worker itself runs
+as ``python -m scenarios.worker``; ``MUTANTS`` are its deliberately broken variants.
+"""
+
+from __future__ import annotations
+
+from scenarios.ledger import ClaimRow, JobRow, ReconcileRow, ResultWriteRow
+from scenarios.mutants import INVARIANTS, MUTANTS, Mutant
+from scenarios.reference import LedgerView, ReferenceTarget, Snapshot
+
+#: The name the oracle and report use for a job row.
+JobView = JobRow
+
+__all__ = [
+    "INVARIANTS",
+    "MUTANTS",
+    "ClaimRow",
+    "JobRow",
+    "JobView",
+    "LedgerView",
+    "Mutant",
+    "ReconcileRow",
+    "ReferenceTarget",
+    "ResultWriteRow",
+    "Snapshot",
+]

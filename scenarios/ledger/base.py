@@ -1,0 +1,186 @@
+"""The ledger seam: what the reference worker and its target adapter need from a store.
+
+Two implementations stand behind :class:`LedgerStore` (``sqlite.py`` and ``postgres.py``);
+both run the same statements from ``_sql.py`` and pass the same test suite. Every method
+that changes a job takes the caller's ``now`` (``time.monotonic()`` seconds): leases and
+audit rows share the machine-wide monotonic clock that providers and the harness use, and
+tests can drive expiry without sleeping.
+
+The states follow the seeds' three ledgers:
+
+=========== ==============================================================
+delivery    queued, leased, acknowledged, dead_lettered
+execution   not_started, running, succeeded, failed, unknown
+side effect not_attempted, submitted, confirmed, ambiguous
+=========== ==============================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+DeliveryState = Literal["queued", "leased", "acknowledged", "dead_lettered"]
+ExecutionState = Literal["not_started", "running", "succeeded", "failed", "unknown"]
+SideEffectState = Literal["not_attempted", "submitted", "confirmed", "ambiguous"]
+ReconcileOutcome = Literal["confirmed", "not_found", "conflict", "unavailable", "unqueryable"]
+
+DELIVERY_STATES = ("queued", "leased", "acknowledged", "dead_lettered")
+EXECUTION_STATES = ("not_started", "running", "succeeded", "failed", "unknown")
+SIDE_EFFECT_STATES = ("not_attempted", "submitted", "confirmed", "ambiguous")
+RECONCILE_OUTCOMES = ("confirmed", "not_found", "conflict", "unavailable", "unqueryable")
+
+#: Tables whose rows are the job state proper; a snapshot/restore acts on these only.
+STATE_TABLES = ("jobs", "attempts", "effects", "reconcile_queue")
+#: Audit tables the oracle reads; never rolled back, or a restore would erase evidence.
+AUDIT_TABLES = ("claims", "result_writes", "reconciles")
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A job this worker now owns under ``token`` until ``lease_expires_at``."""
+
+    job_id: str
+    provider: str
+    body: dict[str, Any]
+    attempt: int
+    token: int
+    worker_id: str
+    lease_expires_at: float
+    execution_state: str
+    side_effect_state: str
+    #: The job sits in the reconcile queue (an earlier attempt lost sight of its call,
+    #: or a recovery after a restore put it there).
+    needs_reconcile: bool
+    idempotency_key: str | None
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job_id: str
+    provider: str
+    delivery_state: str
+    execution_state: str
+    side_effect_state: str
+    needs_review: bool
+    attempts: int
+    idempotency_key: str | None
+    token: int
+    owner: str | None = None
+    lease_expires_at: float | None = None
+    client_marker: str | None = None
+    result_ref: str | None = None
+    review_reason: str | None = None
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    job_id: str
+    attempt: int
+    token: int
+    worker_id: str
+    t_mono: float
+    lease_expires_at: float
+
+
+@dataclass(frozen=True)
+class ResultWriteRow:
+    job_id: str
+    attempt: int
+    token: int
+    worker_id: str
+    accepted: bool
+    t_mono: float
+    #: What the write tried to record: succeeded, failed, dead_lettered, unknown,
+    #: retry, needs_review.
+    outcome: str = ""
+
+
+@dataclass(frozen=True)
+class ReconcileRow:
+    job_id: str
+    attempt: int
+    outcome: str
+    t_mono: float
+
+
+@dataclass(frozen=True)
+class Dump:
+    """Every row of the state tables (column names, then rows), for snapshot/restore."""
+
+    tables: Mapping[str, tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]] = field(
+        default_factory=dict
+    )
+
+
+class LedgerStore(Protocol):
+    """One ledger; a worker opens one per thread that touches it."""
+
+    def setup(self) -> None:
+        """Create the tables if they are missing (safe to call from every process)."""
+
+    def close(self) -> None: ...
+
+    def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any], *, now: float) -> bool:
+        """Add a logical job; False when it is already there (duplicate deliveries collapse
+        onto the one durable record, and the loser reads the winner's state)."""
+
+    def claim(
+        self, worker_id: str, *, now: float, ttl_s: float, max_attempts: int | None
+    ) -> Claimed | None:
+        """Lease the next runnable job (queued and due, or leased with an expired lease),
+        incrementing its token and attempt. A job already at ``max_attempts`` is
+        dead-lettered instead (None: no cap)."""
+
+    def renew(
+        self, c: Claimed, *, now: float, ttl_s: float, check_owner: bool = True
+    ) -> float | None:
+        """Extend the lease; returns the new expiry, or None when the lease is lost."""
+
+    def acknowledge(self, c: Claimed, *, now: float) -> bool:
+        """Mark delivery acknowledged without touching execution (``ack_before_effect``)."""
+
+    def mark_submitted(self, c: Claimed, *, key: str, marker: str | None, now: float) -> bool:
+        """Persist the key and ``submitted`` before the call (compare-and-set on owner and
+        token); also takes the job off the reconcile queue."""
+
+    def write_result(
+        self,
+        c: Claimed,
+        outcome: str,
+        *,
+        now: float,
+        cas: bool = True,
+        result_ref: str | None = None,
+        retry_at: float | None = None,
+        reason: str | None = None,
+    ) -> bool:
+        """Record the attempt's outcome with compare-and-set on owner and token; every
+        write, accepted or not, leaves a ``result_writes`` row. Outcomes:
+
+        ``succeeded`` effect confirmed, delivery acknowledged;
+        ``failed`` clean failure, requeued at ``retry_at``, or dead-lettered when it is None;
+        ``unknown`` the call's outcome was not observed: into the reconcile queue, lease kept;
+        ``retry`` a reconcile found nothing: requeue at ``retry_at`` under the same key;
+        ``needs_review`` stop automation, ``reason`` says why.
+        """
+
+    def record_reconcile(self, c: Claimed, outcome: str, *, now: float, next_at: float) -> None:
+        """Audit one reconcile lookup and note the next try in the reconcile queue."""
+
+    def mark_recovery(self, *, now: float) -> int:
+        """Put every unfinished job on the reconcile queue (after a state-store restore)."""
+
+    def jobs(self) -> Sequence[JobRow]: ...
+    def claims(self) -> Sequence[ClaimRow]: ...
+    def result_writes(self) -> Sequence[ResultWriteRow]: ...
+    def reconciles(self) -> Sequence[ReconcileRow]: ...
+
+    def dump(self) -> Dump:
+        """Copy the state tables."""
+
+    def load(self, dump: Dump) -> None:
+        """Replace the state tables with ``dump``, keeping fencing tokens monotonic."""

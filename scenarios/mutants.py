@@ -1,0 +1,130 @@
+"""Twelve deliberately broken variants of the reference worker.
+
+Each is one flag (``CRASHPOINT_MUTANT=<name>``) checked by the worker at the exact place
+the bug lives, and each is a bug seen in real queues and agent runtimes. ``crashpoint
+selftest`` runs every one: the harness is only as good as the mutants it kills.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+INVARIANTS = (
+    "no_duplicate_effect",
+    "no_retry_while_unknown",
+    "stable_key_and_payload",
+    "fenced_writes",
+    "nothing_lost",
+    "bounded_retries",
+    "ambiguity_goes_to_review",
+)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    #: What the worker does wrong, in one line.
+    bug: str
+    #: The scenario (a row of the injection table) that exposes it.
+    exposed_by: str
+    #: The oracle invariant expected to catch it.
+    invariant: str
+    #: The provider kind that shows the bug most directly.
+    provider: str = "idempotent"
+
+    def __post_init__(self) -> None:
+        if self.invariant not in INVARIANTS:
+            raise ValueError(
+                f"Mutant invariant={self.invariant!r} is unknown; use one of {INVARIANTS}"
+            )
+
+
+MUTANTS: dict[str, Mutant] = {
+    m.name: m
+    for m in (
+        Mutant(
+            "fresh_key_per_attempt",
+            "derives the idempotency key from the attempt, so a retry after a lost response "
+            "looks new to the provider and creates a second effect",
+            "crash_after_external_success",
+            "stable_key_and_payload",
+        ),
+        Mutant(
+            "key_persisted_after_call",
+            "writes the key and `submitted` only after the call returns; a crash in between "
+            "leaves no trace, so the next attempt writes again without reconciling",
+            "crash_after_external_success",
+            "no_retry_while_unknown",
+            provider="plain",
+        ),
+        Mutant(
+            "timeout_is_failure",
+            "treats a timeout or reset as a clean failure and retries without reconciling",
+            "ambiguous_timeout",
+            "no_retry_while_unknown",
+            provider="plain",
+        ),
+        Mutant(
+            "no_cas_on_result",
+            "writes the result by job id alone, so a stale owner's late write is accepted",
+            "lease_expiry_slow_worker",
+            "fenced_writes",
+        ),
+        Mutant(
+            "renew_without_owner_check",
+            "renews the lease by job id alone and re-asserts its own token, so a worker whose "
+            "lease was taken over steals it back and calls out under the stale token",
+            "slow_lease_renewal",
+            "fenced_writes",
+            provider="plain",
+        ),
+        Mutant(
+            "lease_checked_only_at_claim",
+            "checks the lease at claim time only; a paused worker resumes after its lease "
+            "expired and still calls out under a stale token",
+            "lease_expiry_slow_worker",
+            "fenced_writes",
+            provider="plain",
+        ),
+        Mutant(
+            "skip_reconcile_after_restart",
+            "ignores CRASHPOINT_RECOVERY and the submitted state of a reclaimed job, so after "
+            "a restart or restore it writes again without looking",
+            "state_store_restore",
+            "no_retry_while_unknown",
+            provider="plain",
+        ),
+        Mutant(
+            "lookup_error_is_not_found",
+            "reads a failed reconcile lookup (5xx, connection error) as not_found and writes again",
+            "provider_down_during_reconcile",
+            "no_duplicate_effect",
+            provider="plain",
+        ),
+        Mutant(
+            "conflict_409_new_key",
+            "treats 409 (same key in flight) as a failure and retries under a new key",
+            "duplicate_delivery",
+            "no_duplicate_effect",
+        ),
+        Mutant(
+            "timestamp_in_payload",
+            "puts the send time into the body, so every retry carries a different fingerprint",
+            "provider_error_before_commit",
+            "stable_key_and_payload",
+        ),
+        Mutant(
+            "uncapped_retries",
+            "retries clean failures forever instead of dead-lettering after MAX_ATTEMPTS",
+            "provider_error_before_commit",
+            "bounded_retries",
+        ),
+        Mutant(
+            "ack_before_effect",
+            "acknowledges delivery right after the claim, so a crash before the effect loses "
+            "the job: acknowledged, never retried, no effect",
+            "crash_before_external_call",
+            "nothing_lost",
+        ),
+    )
+}

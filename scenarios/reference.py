@@ -1,0 +1,172 @@
+"""The in-process adapter the harness uses to drive the reference worker.
+
+It owns no worker process: it creates the ledger, enqueues jobs, builds the environment
+and argv a backend starts workers with, and reads the ledger back for the oracle.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scenarios.ledger import (
+    ClaimRow,
+    Dump,
+    JobRow,
+    LedgerStore,
+    ReconcileRow,
+    ResultWriteRow,
+    open_ledger,
+    split_dsn,
+)
+from scenarios.worker.config import ProviderSpec, env_name
+
+#: A job's journey ends in one of these (or in needs_review).
+END_DELIVERY_STATES = frozenset({"acknowledged", "dead_lettered"})
+
+
+@dataclass(frozen=True)
+class LedgerView:
+    """Everything the oracle reads from the reference ledger, in one consistent read."""
+
+    jobs: tuple[JobRow, ...]
+    claims: tuple[ClaimRow, ...]
+    result_writes: tuple[ResultWriteRow, ...]
+    reconciles: tuple[ReconcileRow, ...]
+
+    def job(self, job_id: str) -> JobRow | None:
+        return next((j for j in self.jobs if j.job_id == job_id), None)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """An older copy of the ledger's state tables (audit rows are never rolled back)."""
+
+    dump: Dump
+    t_mono: float
+
+
+class ReferenceTarget:
+    """``ReferenceTarget("sqlite:///ledger.db", state_dir=d)`` or a ``postgresql://`` DSN."""
+
+    def __init__(self, dsn: str, *, state_dir: str | Path, schema: str | None = None) -> None:
+        self.state_dir = Path(state_dir)
+        if dsn.startswith("sqlite:///") and not Path(dsn.removeprefix("sqlite:///")).is_absolute():
+            # Workers run in the state directory too, but an absolute path keeps every
+            # process on the same file whatever its working directory.
+            dsn = f"sqlite:///{(self.state_dir / dsn.removeprefix('sqlite:///')).resolve()}"
+        self.schema = schema
+        if dsn.startswith(("postgresql://", "postgres://")):
+            dsn, in_dsn = split_dsn(dsn)
+            self.schema = schema or in_dsn
+        self.dsn = dsn
+        self._ledger: LedgerStore | None = None
+
+    @property
+    def ledger(self) -> LedgerStore:
+        if self._ledger is None:
+            self._ledger = open_ledger(self.dsn, schema=self.schema, base_dir=self.state_dir)
+        return self._ledger
+
+    def setup(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.ledger.setup()
+
+    def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any]) -> bool:
+        """Deliver a job; False when the same job was already delivered (it collapses onto
+        the existing record, which the caller can read back)."""
+        return self.ledger.enqueue(job_id, provider, body, now=time.monotonic())
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(self.ledger.dump(), time.monotonic())
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Put the state tables back as they were at ``snapshot``; fencing tokens and
+        attempt counters stay monotonic. Stop the workers first, and restart them with
+        ``recovery=True``."""
+        self.ledger.load(snapshot.dump)
+
+    def read_ledger(self) -> LedgerView:
+        store = self.ledger
+        return LedgerView(
+            jobs=tuple(store.jobs()),
+            claims=tuple(store.claims()),
+            result_writes=tuple(store.result_writes()),
+            reconciles=tuple(store.reconciles()),
+        )
+
+    @staticmethod
+    def quiescent(view: LedgerView, jobs: Iterable[str] | None = None) -> bool:
+        """Every job (or every one of ``jobs``) is acknowledged, dead-lettered or in review."""
+        wanted = None if jobs is None else set(jobs)
+        seen = set()
+        for j in view.jobs:
+            if wanted is not None and j.job_id not in wanted:
+                continue
+            seen.add(j.job_id)
+            if not (j.needs_review or j.delivery_state in END_DELIVERY_STATES):
+                return False
+        return wanted is None or wanted <= seen
+
+    def worker_env(
+        self,
+        worker_id: str,
+        *,
+        mutant: str | None = None,
+        providers: Mapping[str, ProviderSpec | tuple[str, str]] | None = None,
+        failpoints: str | Path | None = None,
+        recovery: bool = False,
+        lease_ttl_s: float | None = None,
+        http_timeout_s: float | None = None,
+        max_attempts: int | None = None,
+        poll_s: float | None = None,
+        backoff_s: float | None = None,
+    ) -> dict[str, str]:
+        """The ``CRASHPOINT_*`` variables a worker needs (merge into ``os.environ``).
+
+        ``providers`` maps a provider name to ``(kind, url)``.
+        """
+        env = {
+            "CRASHPOINT_LEDGER_DSN": self.dsn,
+            "CRASHPOINT_WORKER_ID": worker_id,
+            "CRASHPOINT_STATE_DIR": str(self.state_dir.resolve()),
+            "CRASHPOINT_MUTANT": mutant or "",
+        }
+        if self.schema:
+            env["CRASHPOINT_LEDGER_SCHEMA"] = self.schema
+        for name, spec in (providers or {}).items():
+            kind, url = (spec.kind, spec.url) if isinstance(spec, ProviderSpec) else spec
+            env[f"CRASHPOINT_PROVIDER_{env_name(name)}_URL"] = url
+            env[f"CRASHPOINT_PROVIDER_{env_name(name)}_KIND"] = kind
+        if failpoints is not None:
+            env["CRASHPOINT_FAILPOINTS"] = str(failpoints)
+        if recovery:
+            env["CRASHPOINT_RECOVERY"] = "1"
+        optional = {
+            "CRASHPOINT_LEASE_TTL_S": lease_ttl_s,
+            "CRASHPOINT_HTTP_TIMEOUT_S": http_timeout_s,
+            "CRASHPOINT_MAX_ATTEMPTS": max_attempts,
+            "CRASHPOINT_POLL_S": poll_s,
+            "CRASHPOINT_BACKOFF_S": backoff_s,
+        }
+        env.update({k: str(v) for k, v in optional.items() if v is not None})
+        return env
+
+    @staticmethod
+    def worker_argv() -> list[str]:
+        return [sys.executable, "-m", "scenarios.worker"]
+
+    def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+            self._ledger = None
+
+    def __enter__(self) -> ReferenceTarget:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

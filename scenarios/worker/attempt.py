@@ -1,0 +1,209 @@
+"""One claimed attempt of one logical job, from claim to its durable result.
+
+The order is the protocol: reconcile anything unresolved first; persist the key and
+``submitted``; check the lease; call; write the result with compare-and-set. Every
+``bug(...)`` check is where one mutant departs from it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from harness.failpoints import failpoint
+from scenarios.ledger import Claimed, LedgerStore
+from scenarios.worker.calls import Lookup, ProviderCalls, WriteResult
+from scenarios.worker.config import ProviderSpec, WorkerConfig
+from scenarios.worker.lease import LeaseKeeper
+from scenarios.worker.reconcile import reconcile
+
+#: Call out only with at least this share of the TTL left: a lease that lapses mid-call
+#: lets another worker reconcile while our request may still land.
+LEASE_MARGIN = 0.25
+MAX_BACKOFF_S = 2.0
+
+
+def idempotency_key(job_id: str) -> str:
+    """The key of a logical job: derived from the job only, stable, safe to log."""
+    return f"effect-{job_id}"
+
+
+def client_marker(job_id: str) -> str:
+    """The marker a plain provider stores with the effect; the lookup finds it again."""
+    return f"cm-{job_id}"
+
+
+class Attempt:
+    def __init__(
+        self,
+        c: Claimed,
+        *,
+        cfg: WorkerConfig,
+        ledger: LedgerStore,
+        calls: ProviderCalls,
+        lease: LeaseKeeper,
+        stopping: threading.Event,
+        bug: Callable[[str], bool],
+        log: Callable[..., None],
+    ) -> None:
+        self.c = c
+        self.cfg = cfg
+        self.ledger = ledger
+        self.calls = calls
+        self.lease = lease
+        self.stopping = stopping
+        self.bug = bug
+        self.log = log
+        self.cap: int | None = None if bug("uncapped_retries") else cfg.max_attempts
+
+    # -- the steps ----------------------------------------------------------------
+
+    def run(self) -> None:
+        c = self.c
+        failpoint("after_claim", c.job_id, c.attempt)
+        spec = self.cfg.provider(c.provider)
+        if spec is None:
+            self.log("no_provider", provider=c.provider)
+            self.result("failed", retry_at=None, reason=f"no provider {c.provider!r} configured")
+            return
+        if self.bug("ack_before_effect"):
+            # MUTANT ack_before_effect: the queue forgets the job before anything happened.
+            self.ledger.acknowledge(c, now=time.monotonic())
+        unresolved = c.needs_reconcile or c.side_effect_state in ("submitted", "ambiguous")
+        # MUTANT skip_reconcile_after_restart: a reclaimed job is trusted as not attempted.
+        if unresolved and not self.bug("skip_reconcile_after_restart"):
+            found = self.reconcile(spec)
+            if found is None or self.close_on(found):
+                return
+        self.write(spec)
+
+    def key(self) -> str:
+        c = self.c
+        if self.bug("fresh_key_per_attempt"):
+            # MUTANT fresh_key_per_attempt: the attempt number leaks into the key.
+            return f"{idempotency_key(c.job_id)}-a{c.attempt}"
+        if self.bug("conflict_409_new_key") and (c.last_error or "").startswith("http_409"):
+            # MUTANT conflict_409_new_key: after a 409 the retry picks a new key.
+            return f"{idempotency_key(c.job_id)}-r{c.attempt}"
+        return idempotency_key(self.c.job_id)
+
+    def write(self, spec: ProviderSpec) -> None:
+        c, key = self.c, self.key()
+        marker = None if spec.kind == "idempotent" else client_marker(c.job_id)
+        persist_first = not self.bug("key_persisted_after_call")
+        if persist_first and not self.ledger.mark_submitted(
+            c, key=key, marker=marker, now=time.monotonic()
+        ):
+            self.log("lease_lost", step="mark_submitted")
+            return
+        failpoint("before_external_call", c.job_id, c.attempt)
+        # MUTANT lease_checked_only_at_claim: no look at the lease before calling out.
+        if not self.bug("lease_checked_only_at_claim") and not self.lease_held():
+            return
+        body: dict[str, Any] = dict(c.body)
+        if self.bug("timestamp_in_payload"):
+            # MUTANT timestamp_in_payload: the payload changes with every send.
+            body["requested_at"] = time.time()
+        sent = self.calls.write(spec, body, key=key, marker=marker, token=c.token)
+        self.log("write", key=key, kind=sent.kind, reason=sent.reason)
+        failpoint("after_external_call", c.job_id, c.attempt)
+        if not persist_first:
+            # MUTANT key_persisted_after_call: the record of the call comes too late.
+            self.ledger.mark_submitted(c, key=key, marker=marker, now=time.monotonic())
+        self.settle(spec, sent)
+        failpoint("after_local_write", c.job_id, c.attempt)
+
+    def lease_held(self) -> bool:
+        """Renew on the attempt's own connection; refuse to call out on a stale lease."""
+        if self.lease.lost.is_set() or not self.lease.renew(self.ledger):
+            self.log("lease_lost", step="before_external_call")
+            return False
+        left = self.lease.expires_at - time.monotonic()
+        if left < LEASE_MARGIN * self.cfg.lease_ttl_s:
+            # The renewal itself took most of the lease (a slow ledger link): too late.
+            self.log("lease_lost", step="before_external_call", left_s=round(left, 4))
+            return False
+        return True
+
+    def settle(self, spec: ProviderSpec, sent: WriteResult) -> None:
+        if sent.kind == "ok":
+            self.result("succeeded", result_ref=sent.ref)
+        elif sent.kind == "failed":
+            self.fail(sent.reason)
+        elif sent.kind == "conflict":
+            self.result("needs_review", reason=f"provider refused the payload ({sent.reason})")
+        elif sent.reason == "http_409" and self.bug("conflict_409_new_key"):
+            # MUTANT conflict_409_new_key: "in flight" read as "failed".
+            self.fail(sent.reason)
+        elif sent.reason != "http_409" and self.bug("timeout_is_failure"):
+            # MUTANT timeout_is_failure: no answer read as "nothing happened".
+            self.fail(sent.reason)
+        else:
+            if not self.result("unknown", reason=sent.reason):
+                return
+            found = self.reconcile(spec)
+            if found is not None and not self.close_on(found):
+                # not_found after our own unknown write: safe to retry under the same key,
+                # as a new attempt so every attempt makes at most one write.
+                self.result("retry", retry_at=self.retry_at(), reason=found.reason)
+
+    # -- reconcile and results --------------------------------------------------------
+
+    def reconcile(self, spec: ProviderSpec) -> Lookup | None:
+        c = self.c
+        return reconcile(
+            c,
+            spec=spec,
+            key=self.key(),
+            marker=client_marker(c.job_id),
+            ledger=self.ledger,
+            calls=self.calls,
+            backoff_s=self.cfg.backoff_s,
+            stopping=self.stopping,
+            lease_lost=self.lease.lost,
+            lookup_error_is_not_found=self.bug("lookup_error_is_not_found"),
+            on_lookup=lambda f: self.log("reconcile", outcome=f.outcome, reason=f.reason),
+        )
+
+    def close_on(self, found: Lookup) -> bool:
+        """Close the job if the lookup settles it; False when a write is safe (not_found)."""
+        if found.outcome == "confirmed":
+            self.result("succeeded", result_ref=found.ref)
+            return True
+        if found.outcome in ("conflict", "unqueryable"):
+            self.result("needs_review", reason=f"reconcile: {found.outcome} ({found.reason})")
+            return True
+        return False
+
+    def retry_at(self) -> float | None:
+        """When the next attempt may start, or None when the attempts are used up."""
+        if self.cap is not None and self.c.attempt >= self.cap:
+            return None
+        delay = min(self.cfg.backoff_s * 2.0 ** (self.c.attempt - 1), MAX_BACKOFF_S)
+        return time.monotonic() + delay
+
+    def fail(self, reason: str) -> None:
+        self.result("failed", retry_at=self.retry_at(), reason=reason)
+
+    def result(
+        self,
+        outcome: str,
+        *,
+        result_ref: str | None = None,
+        retry_at: float | None = None,
+        reason: str | None = None,
+    ) -> bool:
+        accepted = self.ledger.write_result(
+            self.c,
+            outcome,
+            now=time.monotonic(),
+            # MUTANT no_cas_on_result: the write does not check who owns the job.
+            cas=not self.bug("no_cas_on_result"),
+            result_ref=result_ref,
+            retry_at=retry_at,
+            reason=reason,
+        )
+        self.log("result", outcome=outcome, accepted=accepted, reason=reason)
+        return accepted

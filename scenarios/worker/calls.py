@@ -1,0 +1,146 @@
+"""The worker's two kinds of provider calls, classified the way the protocol needs.
+
+A write ends ``ok``, ``failed`` (the provider cleanly refused, or the request never left:
+nothing can have happened), ``unknown`` (timeout, reset, dropped response, 409 in flight:
+something may have happened) or ``conflict`` (422: the key already holds another payload).
+A lookup ends in one of the seeds' reconcile results, plus ``unqueryable`` (501).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from scenarios.worker.config import ProviderSpec
+
+_NOTHING_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_MAYBE_SENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    kind: str  # ok | failed | unknown | conflict
+    reason: str
+    ref: str | None = None
+
+
+@dataclass(frozen=True)
+class Lookup:
+    outcome: str  # confirmed | not_found | conflict | unavailable | unqueryable
+    reason: str
+    ref: str | None = None
+
+
+class ProviderCalls:
+    def __init__(self, *, timeout_s: float, worker_id: str) -> None:
+        # No keep-alive: a pooled connection the server already closed would turn an
+        # ordinary write into a spurious "unknown" and send it through reconcile.
+        self._http = httpx.Client(
+            timeout=timeout_s, limits=httpx.Limits(max_keepalive_connections=0)
+        )
+        self._worker_id = worker_id
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _headers(self, token: int) -> dict[str, str]:
+        return {"X-Fencing-Token": str(token), "X-Worker-Id": self._worker_id}
+
+    def write(
+        self,
+        spec: ProviderSpec,
+        body: Mapping[str, Any],
+        *,
+        key: str,
+        marker: str | None,
+        token: int,
+    ) -> WriteResult:
+        headers = {**self._headers(token), "Content-Type": "application/json"}
+        if spec.kind == "idempotent":
+            url = f"{spec.url}/v1/effects"
+            headers["Idempotency-Key"] = key
+            payload = dict(body)
+        else:
+            url = f"{spec.url}/v1/sends"
+            payload = {**body, "client_marker": marker}
+        try:
+            r = self._http.post(url, content=json.dumps(payload), headers=headers)
+        except _NOTHING_SENT as exc:
+            return WriteResult("failed", f"not_sent:{type(exc).__name__}")
+        except _MAYBE_SENT as exc:
+            return WriteResult("unknown", f"no_response:{type(exc).__name__}")
+        if r.is_success:
+            return WriteResult("ok", f"http_{r.status_code}", _ref(r))
+        if r.status_code == 409:
+            return WriteResult("unknown", "http_409")
+        if r.status_code == 422:
+            return WriteResult("conflict", "http_422")
+        return WriteResult("failed", f"http_{r.status_code}")
+
+    def lookup(
+        self, spec: ProviderSpec, *, job_id: str, key: str, marker: str, token: int
+    ) -> Lookup:
+        if spec.kind == "idempotent":
+            url = f"{spec.url}/v1/effects"
+            params = {"idempotency_key": key, "job_id": job_id}
+        else:
+            url = f"{spec.url}/v1/sends"
+            params = {"client_marker": marker, "job_id": job_id}
+        try:
+            r = self._http.get(url, params=params, headers=self._headers(token))
+        except httpx.HTTPError as exc:
+            return Lookup("unavailable", f"no_response:{type(exc).__name__}")
+        if r.status_code == 501:
+            return Lookup("unqueryable", "http_501")
+        if r.status_code == 404 and spec.kind == "idempotent":
+            return Lookup("not_found", "http_404")
+        if r.status_code != 200:
+            return Lookup("unavailable", f"http_{r.status_code}")
+        try:
+            doc = r.json()
+        except ValueError:
+            return Lookup("unavailable", "bad_json")
+        return _idempotent(doc) if spec.kind == "idempotent" else _plain(doc)
+
+
+def _idempotent(doc: Any) -> Lookup:
+    state = doc.get("state") if isinstance(doc, dict) else None
+    if state == "in_flight":
+        # The provider is still executing an earlier write under this key: not knowable yet.
+        return Lookup("unavailable", "in_flight")
+    if state != "completed":
+        return Lookup("unavailable", f"state_{state}")
+    response = doc.get("response") or {}
+    status = response.get("status", 0)
+    if 200 <= status < 300:
+        body = response.get("body") or {}
+        return Lookup("confirmed", "completed", _id(body))
+    # The provider stored an error under our key: evidence we cannot square with a retry.
+    return Lookup("conflict", f"completed_http_{status}")
+
+
+def _plain(doc: Any) -> Lookup:
+    if not isinstance(doc, list):
+        return Lookup("unavailable", "bad_json")
+    if not doc:
+        return Lookup("not_found", "no_match")
+    if len(doc) == 1:
+        return Lookup("confirmed", "one_match", _id(doc[0]))
+    return Lookup("conflict", f"{len(doc)}_matches")
+
+
+def _ref(r: httpx.Response) -> str | None:
+    try:
+        return _id(r.json())
+    except ValueError:
+        return None
+
+
+def _id(doc: Any) -> str | None:
+    if isinstance(doc, dict) and doc.get("id") is not None:
+        return str(doc["id"])
+    return None

@@ -1,0 +1,101 @@
+"""The worker's configuration: environment variables only, read once at start."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from harness.errors import ConfigError
+
+PROVIDER_KINDS = ("idempotent", "plain", "unqueryable")
+_PROVIDER_URL = re.compile(r"^CRASHPOINT_PROVIDER_(?P<name>[A-Z0-9_]+)_URL$")
+
+
+def env_name(provider: str) -> str:
+    """The ``<NAME>`` part of ``CRASHPOINT_PROVIDER_<NAME>_URL`` for a provider name."""
+    return re.sub(r"[^A-Za-z0-9]", "_", provider).upper()
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    kind: str
+    url: str
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    ledger_dsn: str
+    worker_id: str
+    providers: Mapping[str, ProviderSpec] = field(default_factory=dict)
+    ledger_schema: str | None = None
+    state_dir: str | None = None
+    recovery: bool = False
+    mutant: str | None = None
+    lease_ttl_s: float = 1.0
+    http_timeout_s: float = 2.0
+    max_attempts: int = 3
+    poll_s: float = 0.02
+    backoff_s: float = 0.05
+
+    def provider(self, name: str) -> ProviderSpec | None:
+        return self.providers.get(env_name(name))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerConfig:
+        env = os.environ if env is None else env
+        dsn = env.get("CRASHPOINT_LEDGER_DSN")
+        if not dsn:
+            raise ConfigError(
+                "CRASHPOINT_LEDGER_DSN is not set; set it to sqlite:///ledger.db or a "
+                "postgresql:// DSN"
+            )
+        providers = {}
+        for var, url in env.items():
+            m = _PROVIDER_URL.match(var)
+            if m is None:
+                continue
+            name = m["name"]
+            kind = env.get(f"CRASHPOINT_PROVIDER_{name}_KIND", "idempotent")
+            if kind not in PROVIDER_KINDS:
+                raise ConfigError(
+                    f"CRASHPOINT_PROVIDER_{name}_KIND={kind!r} is unknown; use one of "
+                    f"{', '.join(PROVIDER_KINDS)}"
+                )
+            providers[name] = ProviderSpec(kind, url.rstrip("/"))
+        mutant = env.get("CRASHPOINT_MUTANT") or None
+        if mutant is not None:
+            from scenarios.mutants import MUTANTS
+
+            if mutant not in MUTANTS:
+                raise ConfigError(
+                    f"CRASHPOINT_MUTANT={mutant!r} is unknown; use one of {', '.join(MUTANTS)}"
+                )
+        return cls(
+            ledger_dsn=dsn,
+            worker_id=env.get("CRASHPOINT_WORKER_ID") or f"worker-{os.getpid()}",
+            providers=providers,
+            ledger_schema=env.get("CRASHPOINT_LEDGER_SCHEMA") or None,
+            state_dir=env.get("CRASHPOINT_STATE_DIR") or None,
+            recovery=env.get("CRASHPOINT_RECOVERY", "") not in ("", "0"),
+            mutant=mutant,
+            lease_ttl_s=_number(env, "CRASHPOINT_LEASE_TTL_S", 1.0),
+            http_timeout_s=_number(env, "CRASHPOINT_HTTP_TIMEOUT_S", 2.0),
+            max_attempts=int(_number(env, "CRASHPOINT_MAX_ATTEMPTS", 3)),
+            poll_s=_number(env, "CRASHPOINT_POLL_S", 0.02),
+            backoff_s=_number(env, "CRASHPOINT_BACKOFF_S", 0.05),
+        )
+
+
+def _number(env: Mapping[str, str], var: str, default: float) -> float:
+    raw = env.get(var)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{var}={raw!r} is not a number; set it like {var}={default}") from None
+    if value <= 0:
+        raise ConfigError(f"{var}={raw!r} must be positive; set it like {var}={default}")
+    return value

@@ -1,0 +1,159 @@
+"""The worker process: claim, run one attempt, repeat, until SIGTERM.
+
+A ledger error in the middle of an attempt (a reset link to PostgreSQL, say) abandons the
+attempt rather than guessing: everything the next owner needs (the key, ``submitted``) was
+persisted before the call, so after the lease lapses the job is reclaimed and reconciled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+from scenarios.ledger import LedgerStore, open_ledger
+from scenarios.mutants import MUTANTS
+from scenarios.worker.attempt import Attempt
+from scenarios.worker.calls import ProviderCalls
+from scenarios.worker.config import WorkerConfig
+from scenarios.worker.lease import LeaseKeeper
+
+#: Pause after a ledger error before reconnecting.
+RECONNECT_PAUSE_S = 0.1
+
+
+class Worker:
+    def __init__(self, cfg: WorkerConfig) -> None:
+        self.cfg = cfg
+        self.stopping = threading.Event()
+        self._bugs = frozenset([cfg.mutant] if cfg.mutant else [])
+        self._ledger: LedgerStore | None = None
+        self._renewals: LedgerStore | None = None
+        self.calls = ProviderCalls(timeout_s=cfg.http_timeout_s, worker_id=cfg.worker_id)
+
+    def bug(self, name: str) -> bool:
+        """Is the named mutant switched on? (Names are checked, so a typo cannot hide.)"""
+        if name not in MUTANTS:
+            raise KeyError(f"no mutant named {name!r}; see scenarios.mutants.MUTANTS")
+        return name in self._bugs
+
+    def log(self, event: str, **fields: Any) -> None:
+        line = {"t": round(time.monotonic(), 6), "worker": self.cfg.worker_id, "event": event}
+        print(json.dumps({**line, **fields}, default=str), file=sys.stderr, flush=True)
+
+    # -- ledger connections ---------------------------------------------------------
+
+    def _open(self) -> LedgerStore:
+        return open_ledger(
+            self.cfg.ledger_dsn, schema=self.cfg.ledger_schema, base_dir=self.cfg.state_dir
+        )
+
+    def ledger(self) -> LedgerStore:
+        if self._ledger is None:
+            self._ledger = self._open()
+        return self._ledger
+
+    def renewals(self) -> LedgerStore:
+        if self._renewals is None:
+            self._renewals = self._open()
+        return self._renewals
+
+    def _drop_connections(self) -> None:
+        for store in (self._ledger, self._renewals):
+            if store is not None:
+                try:
+                    store.close()
+                except Exception as exc:  # already broken; reconnecting is the remedy
+                    self.log("close_failed", error=repr(exc))
+        self._ledger = self._renewals = None
+
+    # -- the loop -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Create the tables if needed and, after a restore, queue every unfinished job
+        for reconcile before anything else can run."""
+        while not self.stopping.is_set():
+            try:
+                self.ledger().setup()
+                # MUTANT skip_reconcile_after_restart: the restore is not taken into account.
+                if self.cfg.recovery and not self.bug("skip_reconcile_after_restart"):
+                    n = self.ledger().mark_recovery(now=time.monotonic())
+                    self.log("recovery", queued=n)
+                return
+            except Exception as exc:
+                self.log("ledger_error", step="start", error=repr(exc))
+                self._drop_connections()
+                self.stopping.wait(RECONNECT_PAUSE_S)
+
+    def run(self) -> None:
+        self.log("start", pid=os.getpid(), mutant=self.cfg.mutant)
+        self.start()
+        cap = None if self.bug("uncapped_retries") else self.cfg.max_attempts
+        while not self.stopping.is_set():
+            try:
+                c = self.ledger().claim(
+                    self.cfg.worker_id,
+                    now=time.monotonic(),
+                    ttl_s=self.cfg.lease_ttl_s,
+                    max_attempts=cap,
+                )
+            except Exception as exc:
+                self.log("ledger_error", step="claim", error=repr(exc))
+                self._drop_connections()
+                self.stopping.wait(RECONNECT_PAUSE_S)
+                continue
+            if c is None:
+                self.stopping.wait(self.cfg.poll_s)
+                continue
+            self.log("claim", job=c.job_id, attempt=c.attempt, token=c.token)
+            keeper = LeaseKeeper(
+                self.renewals(),
+                c,
+                ttl_s=self.cfg.lease_ttl_s,
+                check_owner=not self.bug("renew_without_owner_check"),
+            )
+            try:
+                with keeper:
+                    Attempt(
+                        c,
+                        cfg=self.cfg,
+                        ledger=self.ledger(),
+                        calls=self.calls,
+                        lease=keeper,
+                        stopping=self.stopping,
+                        bug=self.bug,
+                        log=self.log,
+                    ).run()
+            except Exception as exc:
+                self.log("attempt_abandoned", job=c.job_id, attempt=c.attempt, error=repr(exc))
+                self._drop_connections()
+                self.stopping.wait(RECONNECT_PAUSE_S)
+        self.log("stop")
+        self._drop_connections()
+        self.calls.close()
+
+
+def main() -> int:
+    from harness.errors import ConfigError
+
+    try:
+        cfg = WorkerConfig.from_env()
+    except ConfigError as exc:
+        print(f"crashpoint worker: {exc}", file=sys.stderr)
+        return 2
+    if cfg.state_dir:
+        os.chdir(cfg.state_dir)
+    worker = Worker(cfg)
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        worker.stopping.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    worker.run()
+    return 0
