@@ -1,0 +1,146 @@
+"""Process backend: signals reach the whole tree, exits and their timing are recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.backends.process import ProcessBackend, ProcessHandle
+from harness.history import History
+
+pytestmark = pytest.mark.process
+
+# A worker that starts a child, which starts a grandchild (optionally in a new session,
+# like a browser an agent launches), writes the pids and sleeps.
+TREE = """
+import json, os, subprocess, sys, time
+detach = sys.argv[1] == "detach"
+grand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                         start_new_session=detach)
+with open("tree.json.tmp", "w") as f:
+    json.dump({"grandchild": grand.pid}, f)
+os.rename("tree.json.tmp", "tree.json")
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="cp-") as d:
+        yield Path(d)
+
+
+@pytest.fixture
+def backend() -> Iterator[ProcessBackend]:
+    with ProcessBackend(history=History()) as b:
+        yield b
+
+
+def _start_tree(
+    backend: ProcessBackend, workdir: Path, *, detach: bool = False
+) -> tuple[ProcessHandle, list[int]]:
+    """Worker -> child -> grandchild; returns the handle and [child, grandchild] pids."""
+    (workdir / "tree.py").write_text(TREE)
+    outer = (
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, 'tree.py', {'detach' if detach else 'keep'!r}])\n"
+        "time.sleep(60)\n"
+    )
+    handle = backend.start("w", [sys.executable, "-c", outer], env=dict(os.environ), cwd=workdir)
+    deadline = time.monotonic() + 10
+    while not (workdir / "tree.json").exists():
+        assert time.monotonic() < deadline, "the worker tree never came up"
+        time.sleep(0.01)
+    grandchild = json.loads((workdir / "tree.json").read_text())["grandchild"]
+    child = psutil.Process(grandchild).ppid()
+    return handle, [child, grandchild]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_all(pids: list[int], pred: object, timeout_s: float = 3.0) -> bool:
+    assert callable(pred)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(pred(p) for p in pids):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("detach", [False, True], ids=["same-group", "setsid-grandchild"])
+def test_signal_kills_the_whole_tree(
+    backend: ProcessBackend, workdir: Path, sig: signal.Signals, detach: bool
+) -> None:
+    handle, descendants = _start_tree(backend, workdir, detach=detach)
+    handle.signal(sig)
+    assert handle.wait(5) == -sig
+    assert _wait_all(descendants, _gone), f"descendants survived {sig.name}: {descendants}"
+
+
+def test_stop_and_continue_reach_the_whole_tree(backend: ProcessBackend, workdir: Path) -> None:
+    handle, descendants = _start_tree(backend, workdir, detach=True)
+    everyone = [handle.pid, *descendants]
+
+    def status(pid: int) -> str:
+        return str(psutil.Process(pid).status())
+
+    handle.pause()
+    assert _wait_all(everyone, lambda p: status(p) == psutil.STATUS_STOPPED)
+    assert handle.alive()
+    handle.resume()
+    assert _wait_all(everyone, lambda p: status(p) != psutil.STATUS_STOPPED)
+    kinds = [e.fields.get("signal") for e in backend._history or [] if e.kind == "signal"]
+    assert kinds == ["SIGSTOP", "SIGCONT"]
+
+
+def test_exit_status_timing_and_logs(backend: ProcessBackend, workdir: Path) -> None:
+    code = (
+        "import sys, time; print('out'); print('err', file=sys.stderr); time.sleep(0.2); "
+        "sys.exit(7)"
+    )
+    handle = backend.start("w7", [sys.executable, "-c", code], env=dict(os.environ), cwd=workdir)
+    assert handle.wait(0.01) is None
+    assert handle.alive()
+    assert handle.wait(5) == 7
+    assert not handle.alive()
+    assert handle.exited_at is not None
+    assert 0.2 <= handle.exited_at - handle.started_at < 2.0
+    assert handle.stdout_path.read_text() == "out\n"
+    assert handle.stderr_path.read_text() == "err\n"
+    exits = [e for e in backend._history or [] if e.kind == "worker_exit"]
+    assert [(e.fields["returncode"], e.fields["status"]) for e in exits] == [(7, "exit 7")]
+
+
+def test_stop_escalates_to_kill_and_close_reaps_everything(workdir: Path) -> None:
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    backend = ProcessBackend()
+    ignoring = backend.start(
+        "stubborn", [sys.executable, "-c", stubborn], env=dict(os.environ), cwd=workdir
+    )
+    handle, descendants = _start_tree(backend, workdir)
+    handle.pause()  # a stopped tree must still be stopped by close()
+    time.sleep(0.2)  # let the stubborn worker install its handler
+    assert ignoring.stop(timeout_s=0.3) == -signal.SIGKILL
+    backend.close()
+    assert handle.returncode == -signal.SIGTERM
+    for pid in [ignoring.pid, handle.pid, *descendants]:
+        assert not psutil.pid_exists(pid) or _gone(pid), f"pid {pid} outlived close()"
+    # The zombies were reaped by close(): our own children are gone entirely.
+    assert not psutil.pid_exists(handle.pid)
+    assert not psutil.pid_exists(ignoring.pid)

@@ -1,0 +1,154 @@
+"""Failpoint rendezvous against real worker processes using harness/failpoints.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.backends.process import ProcessBackend
+from harness.errors import RendezvousTimeout
+from harness.history import History
+from harness.rendezvous import Rendezvous
+
+pytestmark = pytest.mark.process
+
+# Passes three standard boundaries for one job, printing each one it got past.
+WORKER = """
+import sys
+from harness.failpoints import failpoint
+job = sys.argv[1]
+for point in ("after_claim", "before_external_call", "after_external_call"):
+    failpoint(point, job, 1)
+    print(point, flush=True)
+"""
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="cp-") as d:
+        yield Path(d)
+
+
+@pytest.fixture
+def history() -> History:
+    return History()
+
+
+@pytest.fixture
+def rendezvous(workdir: Path, history: History) -> Iterator[Rendezvous]:
+    with Rendezvous(workdir / "fp.sock", history=history) as rv:
+        yield rv
+
+
+@pytest.fixture
+def backend() -> Iterator[ProcessBackend]:
+    with ProcessBackend() as b:
+        yield b
+
+
+def _start(backend: ProcessBackend, rv: Rendezvous, workdir: Path, job: str, name: str = "w"):  # type: ignore[no-untyped-def]
+    (workdir / "worker.py").write_text(WORKER)
+    env = {**os.environ, **rv.env}
+    return backend.start(name, [sys.executable, "worker.py", job], env=env, cwd=workdir)
+
+
+def test_held_worker_blocks_until_resumed(
+    backend: ProcessBackend, rendezvous: Rendezvous, workdir: Path, history: History
+) -> None:
+    gate = rendezvous.hold("before_external_call", job="j-0001")
+    worker = _start(backend, rendezvous, workdir, "j-0001")
+    hit = gate.wait(10)
+    assert (hit.point, hit.job, hit.attempt, hit.pid) == (
+        "before_external_call",
+        "j-0001",
+        1,
+        worker.pid,
+    )
+    time.sleep(0.3)  # give a worker that ignored the hold time to run past it
+    assert worker.alive()
+    assert worker.stdout_path.read_text() == "after_claim\n"
+    assert hit.resume()
+    assert worker.wait(10) == 0
+    assert worker.stdout_path.read_text().split() == [
+        "after_claim",
+        "before_external_call",
+        "after_external_call",
+    ]
+    events = [(e.source, e.fields["point"], e.fields["held"]) for e in history.of_kind("failpoint")]
+    source = f"worker:{worker.pid}"
+    assert events == [
+        (source, "after_claim", False),
+        (source, "before_external_call", True),
+        (source, "after_external_call", False),
+    ]
+
+
+def test_kill_while_held_is_observed(
+    backend: ProcessBackend, rendezvous: Rendezvous, workdir: Path, history: History
+) -> None:
+    gate = rendezvous.hold("after_external_call")
+    worker = _start(backend, rendezvous, workdir, "j-0002")
+    hit = gate.wait(10)
+    worker.signal(signal.SIGKILL)
+    assert worker.wait(5) == -signal.SIGKILL
+    assert hit.wait_disconnected(5), "the server did not notice the held worker die"
+    assert not hit.resume(), "resuming a dead worker must report that nobody was there"
+    assert worker.stdout_path.read_text().split() == ["after_claim", "before_external_call"]
+    notes = [e.fields["text"] for e in history.of_kind("note")]
+    assert notes == ["worker disconnected while held at after_external_call"]
+    # The server survived: a new worker is still served.
+    second = _start(backend, rendezvous, workdir, "j-0003", name="w2")
+    assert second.wait(10) == 0
+
+
+def test_unarmed_hits_continue_at_once(
+    backend: ProcessBackend, rendezvous: Rendezvous, workdir: Path
+) -> None:
+    rendezvous.hold("before_external_call", job="some-other-job")
+    worker = _start(backend, rendezvous, workdir, "j-0004")
+    assert worker.wait(10) == 0
+    assert [(h.point, h.held) for h in rendezvous.hits()] == [
+        ("after_claim", False),
+        ("before_external_call", False),
+        ("after_external_call", False),
+    ]
+
+
+def test_many_workers_held_at_once(
+    backend: ProcessBackend, rendezvous: Rendezvous, workdir: Path
+) -> None:
+    gate = rendezvous.hold("before_external_call", times=6)
+    workers = [_start(backend, rendezvous, workdir, f"j-{i:04d}", name=f"w{i}") for i in range(6)]
+    hits = [gate.wait(10) for _ in workers]
+    assert sorted(h.pid for h in hits) == sorted(w.pid for w in workers)
+    assert all(w.alive() for w in workers)
+    for h in hits:
+        h.resume()
+    assert [w.wait(10) for w in workers] == [0] * 6
+
+
+def test_wait_times_out_naming_the_point(rendezvous: Rendezvous) -> None:
+    gate = rendezvous.hold("after_local_write", job="j-0009")
+    with pytest.raises(RendezvousTimeout, match=r"'after_local_write'.*j-0009"):
+        gate.wait(0.05)
+
+
+def test_close_releases_held_workers_and_removes_the_socket(
+    backend: ProcessBackend, workdir: Path
+) -> None:
+    rv = Rendezvous(workdir / "fp2.sock")
+    gate = rv.hold("after_claim")
+    worker = _start(backend, rv, workdir, "j-0010")
+    gate.wait(10)
+    rv.close()
+    assert not (workdir / "fp2.sock").exists()
+    # The worker's next failpoint call finds the socket closed; what it does then is the
+    # client's business (harness/failpoints.py); here it only must not hang.
+    assert worker.wait(10) is not None, "a worker whose harness went away must not hang"
