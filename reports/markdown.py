@@ -1,0 +1,107 @@
+"""A short Markdown summary for a CI job summary (``$GITHUB_STEP_SUMMARY`` and the like).
+
+CI pages render this Markdown as HTML, so worker text is escaped for Markdown and HTML
+both: table cells must not break out with ``|``, inline code must not end early.
+"""
+
+from __future__ import annotations
+
+import re
+
+from reports.matrix import build_matrix
+from reports.model import Results, Trial
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+_ICONS = {
+    "held": "✅",
+    "violated": "❌",
+    "not_reached": "⭕",
+    "inconclusive": "❔",
+    "skipped": "⏭️",
+}
+
+
+def md_text(value: str) -> str:
+    """Plain text safe in a Markdown paragraph or table cell (one line, nothing active)."""
+    value = " ".join(value.split())
+    value = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", value)
+
+
+def md_code(value: str) -> str:
+    """Inline code holding ``value`` verbatim, whatever backticks it contains."""
+    value = " ".join(value.split()).replace("|", "\\|")
+    longest = max((len(m) for m in re.findall(r"`+", value)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def markdown_summary(results: Results) -> str:
+    s = results.summary
+    matrix = build_matrix(results)
+    worst = (
+        "violated"
+        if s.violated
+        else "inconclusive"
+        if s.inconclusive
+        else "not_reached"
+        if s.not_reached
+        else "held"
+    )
+    lines = [
+        f"## {_ICONS[worst]} crashpoint: {md_text(results.target.name)} "
+        f"(run {md_code(results.run_id)})",
+        "",
+        "| total | held | violated | inconclusive | skipped | not reached | coverage |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {s.total} | {s.held} | {s.violated} | {s.inconclusive} | {s.skipped} "
+        f"| {s.not_reached} | {matrix.cell_counts['held']}/{matrix.n_cells} cells held "
+        f"({matrix.coverage:.0%}) |",
+        "",
+    ]
+    violated = [t for t in results.trials if t.verdict == "violated"]
+    if violated:
+        lines += [
+            "### Violated cells",
+            "",
+            "| trial | invariant | job | replay |",
+            "|---|---|---|---|",
+        ]
+        lines += [_violation_row(t) for t in violated]
+        lines.append("")
+    unsure = [t for t in results.trials if t.status in ("inconclusive", "not_reached")]
+    if unsure:
+        lines += ["### Not proven", ""]
+        lines += [
+            f"- {_ICONS[t.status]} {md_code(t.key)}: {md_text(t.reason or t.status)}"
+            for t in unsure
+        ]
+        lines.append("")
+    km = results.kill_matrix
+    if km is not None:
+        lines += [
+            f"### Kill matrix: {km.killed} of {len(km.mutants)} mutants killed",
+            "",
+            "| mutant | result | expected invariant | caught by |",
+            "|---|---|---|---|",
+        ]
+        for m in km.mutants:
+            result = "✅ killed" if m.killed else "❌ survived"
+            caught = ", ".join(md_code(i) for i in m.invariants) or "—"
+            expected = md_code(m.expected_invariant) if m.expected_invariant else "—"
+            lines.append(f"| {md_code(m.name)} | {result} | {expected} | {caught} |")
+        if km.correct_trials is not None:
+            lines += [
+                "",
+                f"Correct worker: {km.correct_trials} trials, "
+                f"{km.correct_violations or 0} violations.",
+            ]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _violation_row(t: Trial) -> str:
+    invariants = ", ".join(md_code(v.invariant) for v in t.violations) or "—"
+    jobs = ", ".join(dict.fromkeys(md_code(v.job) for v in t.violations if v.job)) or "—"
+    return f"| {md_code(t.key)} | {invariants} | {jobs} | {md_code(t.replay)} |"

@@ -1,0 +1,220 @@
+"""The results model: frozen dataclasses mirroring ``results.json`` (docs/results.md).
+
+Renderers read only these classes, never the harness's internals, so a report can be
+rebuilt from any stored ``results.json`` (or from several shards merged).
+Parsing lives in ``reports.parse``; writing back in ``reports.json_io``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SCHEMA = "crashpoint.results/1"
+
+Verdict = Literal["held", "violated", "inconclusive", "skipped"]
+VERDICTS: tuple[Verdict, ...] = ("held", "violated", "inconclusive", "skipped")
+
+#: What a matrix cell shows: a verdict, or ``not_reached`` for a trial whose injection
+#: was never confirmed at its boundary (docs/results.md, ``reached``).
+CellStatus = Literal["held", "violated", "not_reached", "inconclusive", "skipped"]
+CELL_STATUSES: tuple[CellStatus, ...] = (
+    "violated",
+    "inconclusive",
+    "not_reached",
+    "skipped",
+    "held",
+)
+
+#: Worst first. A cell holding several trials (repeated seeds) shows the worst one: a
+#: single violation outweighs any number of held trials, and an unproven cell
+#: (inconclusive, not reached, skipped) must never look as good as a held one.
+SEVERITY: Mapping[CellStatus, int] = {
+    "violated": 4,
+    "inconclusive": 3,
+    "not_reached": 2,
+    "skipped": 1,
+    "held": 0,
+}
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    """One event of a trial history; ``index`` is its position in ``trial.events``."""
+
+    index: int
+    t: float
+    source: str
+    kind: str
+    job: str | None = None
+    attempt: int | None = None
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> str | None:
+        value = self.fields.get("outcome")
+        return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the oracle saw: provider arrivals and effects, ledger rows, event indexes."""
+
+    arrivals: tuple[Mapping[str, Any], ...] = ()
+    effects: tuple[Mapping[str, Any], ...] = ()
+    ledger: tuple[Mapping[str, Any], ...] = ()
+    events: tuple[int, ...] = ()
+    #: Keys the oracle added beyond the four documented ones, kept for round trips.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    job: str | None
+    message: str = ""
+    evidence: Evidence = field(default_factory=Evidence)
+
+
+@dataclass(frozen=True)
+class Trial:
+    id: str
+    scenario: str
+    injection_point: str
+    provider: str
+    signal: str | None
+    backend: str
+    ledger: str
+    mutant: str | None
+    verdict: Verdict
+    reached: bool
+    duration_s: float
+    replay: str
+    reason: str | None = None
+    violations: tuple[Violation, ...] = ()
+    seed: int | None = None
+    description: str | None = None
+    expected: str | None = None
+    events: tuple[TimelineEvent, ...] = ()
+    timings: Mapping[str, float] = field(default_factory=dict)
+    #: Set only in merged results, where two shards hold different trials with one id.
+    run_id: str | None = None
+    #: Keys added by newer writers; kept so a round trip loses nothing.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """Unique within one ``Results``: the id, qualified by run id after a merge clash."""
+        return self.id if self.run_id is None else f"{self.id}@{self.run_id}"
+
+    @property
+    def status(self) -> CellStatus:
+        """What the coverage matrix shows for this trial.
+
+        A violation is reported even when the injection was not confirmed: the oracle
+        found it in provider truth, and hiding it as "not reached" would let it pass.
+        """
+        if self.verdict == "held" and not self.reached:
+            return "not_reached"
+        if self.verdict == "inconclusive" and not self.reached:
+            return "not_reached"
+        return self.verdict
+
+    @property
+    def name(self) -> str:
+        """The id without its leading scenario (JUnit ``name`` beside ``classname``)."""
+        prefix = self.scenario + "."
+        return self.id[len(prefix) :] if self.id.startswith(prefix) else self.id
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    kind: str
+    mutant: str | None = None
+
+
+@dataclass(frozen=True)
+class Summary:
+    total: int = 0
+    held: int = 0
+    violated: int = 0
+    inconclusive: int = 0
+    skipped: int = 0
+    not_reached: int = 0
+
+    @classmethod
+    def of(cls, trials: tuple[Trial, ...] | list[Trial]) -> Summary:
+        counts = {v: 0 for v in VERDICTS}
+        for trial in trials:
+            counts[trial.verdict] += 1
+        return cls(
+            total=len(trials),
+            held=counts["held"],
+            violated=counts["violated"],
+            inconclusive=counts["inconclusive"],
+            skipped=counts["skipped"],
+            not_reached=sum(1 for t in trials if t.status == "not_reached"),
+        )
+
+
+@dataclass(frozen=True)
+class MutantResult:
+    name: str
+    description: str
+    expected_invariant: str | None
+    killed: bool
+    by: tuple[str, ...] = ()
+    invariants: tuple[str, ...] = ()
+
+    @property
+    def caught_as_expected(self) -> bool:
+        return self.killed and self.expected_invariant in self.invariants
+
+
+@dataclass(frozen=True)
+class KillMatrix:
+    mutants: tuple[MutantResult, ...]
+    correct_trials: int | None = None
+    correct_violations: int | None = None
+
+    @property
+    def killed(self) -> int:
+        return sum(1 for m in self.mutants if m.killed)
+
+
+@dataclass(frozen=True)
+class Results:
+    run_id: str
+    seed: int | None
+    target: Target
+    trials: tuple[Trial, ...]
+    environment: Mapping[str, str | None] = field(default_factory=dict)
+    command: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    duration_s: float | None = None
+    kill_matrix: KillMatrix | None = None
+    #: Run ids of the shards a merged result came from (empty for a single run).
+    merged_from: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def summary(self) -> Summary:
+        """Always recomputed from the trials, so it cannot disagree with them."""
+        return Summary.of(self.trials)
+
+    @property
+    def status_counts(self) -> dict[CellStatus, int]:
+        """Trials per matrix status (``held`` here excludes held trials not reached)."""
+        counts: dict[CellStatus, int] = dict.fromkeys(CELL_STATUSES, 0)
+        for trial in self.trials:
+            counts[trial.status] += 1
+        return counts
+
+    def trial(self, key: str) -> Trial:
+        for trial in self.trials:
+            if trial.key == key:
+                return trial
+        raise KeyError(key)

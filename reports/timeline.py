@@ -1,0 +1,209 @@
+"""Layout of the Jepsen-style timeline: one lane per source, events placed in ms.
+
+Only geometry and labels are computed here; the template draws them as inline SVG so
+Jinja2's autoescaping covers every string that came from a worker or provider.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from reports.model import TimelineEvent, Trial
+
+LANE_H = 44
+LABEL_W = 140
+PLOT_W = 1100
+TOP = 30
+BOTTOM = 14
+#: Approximate width (px) of one character of a 10px label, to keep labels apart.
+CHAR_W = 5.8
+
+#: Kind -> legend group. Colour follows the group; the outcome is drawn as the stroke.
+KIND_GROUPS: dict[str, str] = {
+    "worker_start": "lifecycle",
+    "worker_exit": "lifecycle",
+    "enqueue": "lifecycle",
+    "claim": "ledger",
+    "result_write": "ledger",
+    "ack": "ledger",
+    "lease_expired": "ledger",
+    "reconcile": "reconcile",
+    "review": "reconcile",
+    "arrival": "provider",
+    "commit": "provider",
+    "hold": "fault",
+    "release": "fault",
+    "signal": "fault",
+    "response_dropped": "fault",
+    "toxic_on": "fault",
+    "toxic_off": "fault",
+    "restore": "fault",
+    "failpoint": "failpoint",
+    "note": "note",
+}
+GROUP_LABELS: dict[str, str] = {
+    "lifecycle": "worker lifecycle / enqueue",
+    "failpoint": "failpoint reached",
+    "ledger": "claim / result write / ack",
+    "provider": "provider arrival / commit",
+    "reconcile": "reconcile / review",
+    "fault": "fault: signal, hold, toxic, restore",
+    "note": "note / other",
+}
+OUTCOME_LABELS: dict[str, str] = {
+    "ok": "outcome ok",
+    "rejected": "outcome rejected",
+    "error": "outcome error",
+    "unknown": "outcome unknown",
+}
+_LANE_ORDER = ("supervisor", "worker:", "provider:", "ledger", "network")
+
+
+@dataclass(frozen=True)
+class Mark:
+    event: TimelineEvent
+    x: float
+    y: float
+    group: str
+    outcome: str | None
+    label: str
+    label_y: float
+    evidence: bool
+    title: str
+
+
+@dataclass(frozen=True)
+class Lane:
+    source: str
+    y: float
+
+
+@dataclass(frozen=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Timeline:
+    width: int
+    height: int
+    lanes: tuple[Lane, ...]
+    marks: tuple[Mark, ...]
+    ticks: tuple[Tick, ...]
+    #: x of each signal sent: drawn as a rule across all lanes, the moment of the crash.
+    rules: tuple[float, ...]
+    groups: tuple[str, ...]
+    outcomes: tuple[str, ...]
+
+    @property
+    def lane_h(self) -> int:
+        return LANE_H
+
+    @property
+    def top(self) -> int:
+        return TOP
+
+    @property
+    def plot_left(self) -> int:
+        return LABEL_W
+
+    @property
+    def plot_bottom(self) -> float:
+        return self.height - BOTTOM
+
+
+def lane_order(source: str) -> tuple[int, str]:
+    for i, prefix in enumerate(_LANE_ORDER):
+        if source == prefix or (prefix.endswith(":") and source.startswith(prefix)):
+            return (i, source)
+    return (len(_LANE_ORDER), source)
+
+
+def layout(trial: Trial, highlighted: frozenset[int] = frozenset()) -> Timeline | None:
+    """Place ``trial.events``; None when the trial recorded no events."""
+    events = trial.events
+    if not events:
+        return None
+    sources = sorted({e.source for e in events}, key=lane_order)
+    lane_y = {s: TOP + LANE_H * i + LANE_H / 2 for i, s in enumerate(sources)}
+    t_max_ms = max(e.t for e in events) * 1000.0
+    step_ms = _tick_step(t_max_ms)
+    span_ms = max(step_ms, math.ceil(t_max_ms / step_ms) * step_ms)
+
+    def x_of(t_s: float) -> float:
+        return round(LABEL_W + 16 + (PLOT_W - 56) * (t_s * 1000.0) / span_ms, 2)
+
+    marks = []
+    # Right edge of the last label per (lane, row): labels go above the mark, or below when the one
+    # above would overlap; when both would, the label is left out (the <title> stays).
+    last_x: dict[tuple[str, int], float] = {}
+    for e in sorted(events, key=lambda e: (e.t, e.index)):
+        x = x_of(e.t)
+        y = lane_y[e.source]
+        label, label_y = "", y
+        half = len(e.kind) * CHAR_W / 2
+        for label_row, dy in ((0, -11.0), (1, 21.0)):
+            if x - half >= last_x.get((e.source, label_row), -1e9) + 4:
+                last_x[(e.source, label_row)] = x + half
+                label, label_y = e.kind, y + dy
+                break
+        marks.append(
+            Mark(
+                event=e,
+                x=x,
+                y=y,
+                group=KIND_GROUPS.get(e.kind, "note"),
+                outcome=e.outcome if e.outcome in OUTCOME_LABELS else None,
+                label=label,
+                label_y=label_y,
+                evidence=e.index in highlighted,
+                title=event_title(e),
+            )
+        )
+    ticks = tuple(
+        Tick(x=x_of(ms / 1000.0), label=_ms(ms))
+        for ms in _frange(0.0, span_ms + step_ms / 2, step_ms)
+    )
+    return Timeline(
+        width=LABEL_W + PLOT_W,
+        height=TOP + LANE_H * len(sources) + BOTTOM,
+        lanes=tuple(Lane(source=s, y=lane_y[s]) for s in sources),
+        marks=tuple(marks),
+        ticks=ticks,
+        rules=tuple(m.x for m in marks if m.event.kind == "signal"),
+        groups=tuple(dict.fromkeys(m.group for m in marks)),
+        outcomes=tuple(dict.fromkeys(m.outcome for m in marks if m.outcome)),
+    )
+
+
+def event_title(e: TimelineEvent) -> str:
+    parts = [f"#{e.index} {e.kind} at {e.t * 1000.0:.1f} ms on {e.source}"]
+    if e.job is not None:
+        parts.append(f"job {e.job}" + (f" attempt {e.attempt}" if e.attempt is not None else ""))
+    if e.fields:
+        parts.append(json.dumps(dict(e.fields), sort_keys=True, default=str, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def _tick_step(span_ms: float) -> float:
+    """A 1/2/5 x 10^n step giving about six ticks."""
+    if span_ms <= 0:
+        return 1.0
+    raw = span_ms / 6
+    base = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if raw <= m * base:
+            return float(m * base)
+    return float(10 * base)
+
+
+def _frange(start: float, stop: float, step: float) -> list[float]:
+    n = int((stop - start) // step) + 1
+    return [start + i * step for i in range(n) if start + i * step <= stop]
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:g} ms" if ms < 10_000 else f"{ms / 1000:g} s"
