@@ -107,7 +107,8 @@ def test_renew_without_owner_check_steals_the_lease_back(store: LedgerStore) -> 
     store.enqueue("j-0001", "billing", {"job_id": "j-0001"}, now=0.0)
     c1 = claim(store, "w1", now=10.0)
     c2 = claim(store, "w2", now=11.5)
-    assert c1 is not None and c2 is not None
+    assert c1 is not None
+    assert c2 is not None
     assert store.renew(c1, now=11.6, ttl_s=TTL, check_owner=False) == 12.6
     assert (job(store).owner, job(store).token) == ("w1", 1)
     assert store.renew(c2, now=11.7, ttl_s=TTL) is None
@@ -141,7 +142,8 @@ def test_write_without_cas_accepts_a_stale_token(store: LedgerStore) -> None:
     store.enqueue("j-0001", "billing", {"job_id": "j-0001"}, now=0.0)
     c1 = claim(store, "w1", now=10.0)
     c2 = claim(store, "w2", now=11.5)
-    assert c1 is not None and c2 is not None
+    assert c1 is not None
+    assert c2 is not None
     assert store.write_result(c1, "failed", now=11.6, retry_at=20.0, cas=False)
     assert [w.accepted for w in store.result_writes()] == [True]
 
@@ -151,7 +153,8 @@ def test_idempotency_key_is_unique_across_jobs(store: LedgerStore) -> None:
     store.enqueue("j-0002", "billing", {"job_id": "j-0002"}, now=0.0)
     c1 = claim(store, "w1", now=1.0)
     c2 = claim(store, "w2", now=1.0)
-    assert c1 is not None and c2 is not None
+    assert c1 is not None
+    assert c2 is not None
     assert store.mark_submitted(c1, key="effect-shared", marker=None, now=1.1)
     with pytest.raises(LedgerError, match="already belongs to another job"):
         store.mark_submitted(c2, key="effect-shared", marker=None, now=1.2)
@@ -172,7 +175,8 @@ def test_unknown_goes_to_the_reconcile_queue(store: LedgerStore) -> None:
         "leased",
     )
     c2 = claim(store, "w2", now=5.0)
-    assert c2 is not None and c2.needs_reconcile
+    assert c2 is not None
+    assert c2.needs_reconcile
     store.record_reconcile(c2, "unavailable", now=5.1, next_at=5.2)
     store.record_reconcile(c2, "not_found", now=5.3, next_at=5.3)
     assert [(r.attempt, r.outcome) for r in store.reconciles()] == [
@@ -183,7 +187,8 @@ def test_unknown_goes_to_the_reconcile_queue(store: LedgerStore) -> None:
     assert store.write_result(c2, "succeeded", now=5.5, result_ref="7")
     store.enqueue("j-0002", "plain", {"job_id": "j-0002"}, now=6.0)
     c3 = claim(store, "w1", now=6.0)
-    assert c3 is not None and not c3.needs_reconcile
+    assert c3 is not None
+    assert not c3.needs_reconcile
 
 
 def test_failed_attempt_backs_off_then_dead_letters_at_the_cap(store: LedgerStore) -> None:
@@ -193,7 +198,9 @@ def test_failed_attempt_backs_off_then_dead_letters_at_the_cap(store: LedgerStor
     assert store.write_result(c1, "failed", now=1.1, retry_at=2.0, reason="http_503")
     assert claim(store, "w1", now=1.5) is None, "not before its backoff"
     c2 = claim(store, "w1", now=2.0)
-    assert c2 is not None and c2.attempt == 2 and c2.last_error == "http_503"
+    assert c2 is not None
+    assert c2.attempt == 2
+    assert c2.last_error == "http_503"
     assert store.write_result(c2, "failed", now=2.1, retry_at=None, reason="http_503")
     j = job(store)
     assert (j.delivery_state, j.execution_state, j.side_effect_state) == (
@@ -222,7 +229,8 @@ def test_uncapped_claims_keep_going(store: LedgerStore) -> None:
     store.enqueue("j-0001", "billing", {"job_id": "j-0001"}, now=0.0)
     for i in range(5):
         c = claim(store, "w1", now=10.0 * i, cap=None)
-        assert c is not None and c.attempt == i + 1
+        assert c is not None
+        assert c.attempt == i + 1
 
 
 def test_needs_review_stops_automation(store: LedgerStore) -> None:
@@ -232,7 +240,8 @@ def test_needs_review_stops_automation(store: LedgerStore) -> None:
     store.mark_submitted(c, key="effect-j-0001", marker=None, now=1.0)
     assert store.write_result(c, "needs_review", now=1.1, reason="unqueryable")
     j = job(store)
-    assert j.needs_review and j.review_reason == "unqueryable"
+    assert j.needs_review
+    assert j.review_reason == "unqueryable"
     assert (j.execution_state, j.side_effect_state) == ("unknown", "ambiguous")
     assert claim(store, "w2", now=100.0) is None
 
@@ -256,7 +265,8 @@ def test_recovery_queues_every_unfinished_job(store: LedgerStore) -> None:
     assert store.mark_recovery(now=2.0) == 2
     assert store.mark_recovery(now=2.1) == 0
     c2 = claim(store, "w1", now=3.0)
-    assert c2 is not None and c2.needs_reconcile
+    assert c2 is not None
+    assert c2.needs_reconcile
 
 
 def test_restore_goes_back_but_keeps_tokens_monotonic(store: LedgerStore) -> None:
@@ -272,7 +282,8 @@ def test_restore_goes_back_but_keeps_tokens_monotonic(store: LedgerStore) -> Non
     assert (j.token, j.attempts) == (1, 1), "a restore must not reissue a fencing token"
     assert len(store.claims()) == 1, "audit rows survive a restore"
     c2 = claim(store, "w2", now=2.0)
-    assert c2 is not None and (c2.token, c2.attempt) == (2, 2)
+    assert c2 is not None
+    assert (c2.token, c2.attempt) == (2, 2)
 
 
 def test_unknown_outcome_name_is_refused(store: LedgerStore) -> None:
