@@ -150,6 +150,8 @@ class ProviderProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
             raise
         _live.add(self)
         self.url = str(ready["url"])

@@ -57,6 +57,9 @@ class ProviderServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: ProviderServer
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
+    # Unparseable request lines would otherwise be answered HTTP/0.9 style, with no
+    # status line at all; a client should always see a status and a problem body.
+    default_request_version = "HTTP/1.0"
     _drop = False
     _peer_pid: int | None = None
     _peer_known = False

@@ -1,0 +1,149 @@
+"""Starting, stopping and restarting providers; the ``serve`` command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+from click.testing import CliRunner
+
+from fake_providers import ProviderProcess, start_provider
+from fake_providers.cli import serve
+from harness.errors import ProviderError
+
+pytestmark = pytest.mark.process
+
+#: The ``crashpoint`` command, run from this interpreter whether or not it is on PATH.
+CRASHPOINT = (sys.executable, "-c", "from harness.cli import main; main()")
+
+
+@pytest.fixture
+def provider(tmp_path: Path) -> Iterator[ProviderProcess]:
+    p = start_provider("idempotent", state_path=tmp_path / "s.db", name="billing")
+    yield p
+    p.close()
+
+
+def test_starts_well_under_half_a_second(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    with start_provider("plain", state_path=tmp_path / "s.db") as p:
+        elapsed = time.perf_counter() - t0
+        assert p.client.health()["kind"] == "plain"
+    assert elapsed < 0.5
+
+
+def test_handle_describes_the_process(provider: ProviderProcess) -> None:
+    assert provider.url == f"http://127.0.0.1:{provider.port}"
+    assert (provider.kind, provider.name) == ("idempotent", "billing")
+    assert provider.env() == {"CRASHPOINT_PROVIDER_BILLING_URL": provider.url}
+    # Its own session and process group, so signals to it reach nothing else.
+    assert os.getpgid(provider.pid) == provider.pid
+    assert os.getsid(provider.pid) == provider.pid
+    r = httpx.post(
+        f"{provider.url}/v1/effects", json={"job_id": "j-1"}, headers={"Idempotency-Key": "k"}
+    )
+    assert r.status_code == 201
+    assert provider.client.effects()[0].provider == "billing"
+
+
+def test_stop_and_kill_leave_no_process(tmp_path: Path) -> None:
+    a = start_provider("plain", state_path=tmp_path / "a.db")
+    b = start_provider("unqueryable", state_path=tmp_path / "b.db")
+    a.stop()
+    b.kill()
+    for p in (a, b):
+        assert not psutil.pid_exists(p.pid) or psutil.Process(p.pid).status() == "zombie"
+        p.close()
+
+
+def test_log_file_survives_a_kill(provider: ProviderProcess) -> None:
+    provider.kill()
+    assert provider.log_path.exists()
+
+
+def test_restart_refuses_nothing_after_sigkill_on_the_same_port(provider: ProviderProcess) -> None:
+    port = provider.port
+    for _ in range(3):
+        provider.kill()
+        provider.restart()
+        assert provider.port == port
+        assert provider.client.health()["ok"] is True
+
+
+def test_busy_port_is_a_provider_error_naming_the_port(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(ProviderError, match=rf"port {port}.*Address already in use"):
+            start_provider("plain", state_path=tmp_path / "s.db", port=port)
+
+
+def test_serve_prints_one_ready_line_and_stops_on_sigterm(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [
+            *CRASHPOINT,
+            *("provider", "serve", "--kind", "plain", "--port", "0", "--name", "mail"),
+            *("--state", str(tmp_path / "s.db")),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready = json.loads(proc.stdout.readline())
+        assert ready["ready"] is True
+        assert ready["pid"] == proc.pid
+        assert ready["url"].startswith("http://127.0.0.1:")
+        assert httpx.get(ready["url"] + "/_control/health").json()["name"] == "mail"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(5.0) == 0
+        assert proc.stdout.read() == ""
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "example.com"])
+def test_serve_refuses_non_loopback_hosts(tmp_path: Path, host: str) -> None:
+    result = CliRunner().invoke(
+        serve, ["--kind", "plain", "--state", str(tmp_path / "s.db"), "--host", host]
+    )
+    assert result.exit_code == 2
+    assert f"'{host}' is not a loopback address" in result.output
+
+
+def test_unknown_kind_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ProviderError, match="kind='stripe'"):
+        start_provider("stripe", state_path=tmp_path / "s.db")
+
+
+def test_malformed_http_gets_problem_json(provider: ProviderProcess) -> None:
+    with socket.create_connection(("127.0.0.1", provider.port), timeout=5) as s:
+        s.sendall(b"GET / HTTP/1.x\r\n\r\n")
+        head = s.recv(4096).decode()
+    assert head.startswith("HTTP/1.")
+    assert "400" in head.splitlines()[0]
+    assert "application/problem+json" in head
+
+
+def test_oversized_body_is_413(provider: ProviderProcess) -> None:
+    r = httpx.post(
+        f"{provider.url}/v1/effects",
+        content=b"x" * (2 << 20),
+        headers={"Idempotency-Key": "k", "Content-Type": "application/json"},
+    )
+    assert r.status_code == 413
+    assert r.headers["content-type"] == "application/problem+json"
