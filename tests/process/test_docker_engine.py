@@ -1,0 +1,113 @@
+"""Docker backend on the local engine: pause, signals to the tree, exits, logs, cleanup."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from harness.backends.docker import DockerBackend, DockerHandle, connect
+from harness.errors import InfrastructureError
+from harness.history import History
+from harness.pytest_plugin import missing
+
+pytestmark = [pytest.mark.process, pytest.mark.docker]
+
+# Starts a grandchild, says so in the state dir (a read-write bind), and sleeps.
+TREE = (
+    "import subprocess, sys, time, pathlib\n"
+    "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+    "pathlib.Path('ready').write_text(str(g.pid))\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def client(pytestconfig: pytest.Config) -> Iterator[Any]:
+    try:
+        c = connect(timeout_s=5)
+    except InfrastructureError as exc:
+        missing(pytestconfig, str(exc))
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="cp-") as d:
+        yield Path(d)
+
+
+@pytest.fixture
+def backend(client: Any) -> Iterator[DockerBackend]:
+    b = DockerBackend(client=client, history=History())
+    yield b
+    b.close()
+    assert client.containers.list(all=True, filters={"label": f"crashpoint.run={b.run_id}"}) == []
+
+
+def _tree(backend: DockerBackend, workdir: Path) -> tuple[DockerHandle, list[psutil.Process]]:
+    handle = backend.start("tree", [sys.executable, "-c", TREE], env=dict(os.environ), cwd=workdir)
+    deadline = time.monotonic() + 10
+    while not (workdir / "ready").exists():
+        assert time.monotonic() < deadline, f"the worker never wrote {workdir / 'ready'}"
+        time.sleep(0.02)
+    procs = psutil.Process(handle.pid).children(recursive=True)
+    assert len(procs) == 2, f"expected worker and grandchild under init, got {procs}"
+    return handle, procs
+
+
+def _settle(pred: Any, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_pause_freezes_every_process_and_resume_thaws(
+    backend: DockerBackend, workdir: Path
+) -> None:
+    handle, procs = _tree(backend, workdir)
+    running = {psutil.STATUS_SLEEPING, psutil.STATUS_RUNNING}
+    handle.pause()
+    assert handle.container.status == "paused" or _settle(lambda: handle._status() == "paused")
+    # The cgroup freezer shows as uninterruptible sleep; never as running or sleeping.
+    assert _settle(lambda: all(p.status() not in running for p in procs))
+    handle.resume()
+    assert _settle(lambda: all(p.status() in running for p in procs))
+    assert handle.alive()
+
+
+def test_sigterm_reaches_worker_and_grandchild(backend: DockerBackend, workdir: Path) -> None:
+    handle, procs = _tree(backend, workdir)
+    handle.signal(signal.SIGTERM)
+    assert handle.wait(10) == -signal.SIGTERM
+    assert handle.engine_exit_code == 143
+    assert _settle(lambda: not any(p.is_running() for p in procs))
+
+
+def test_exit_code_and_logs_are_kept(backend: DockerBackend, workdir: Path) -> None:
+    code = "import sys; print('to stdout'); print('to stderr', file=sys.stderr); sys.exit(3)"
+    handle = backend.start("exit3", [sys.executable, "-c", code], env=dict(os.environ), cwd=workdir)
+    assert handle.wait(15) == 3
+    assert handle.exited_at is not None
+    assert handle.exited_at > handle.started_at
+    assert handle.stdout_path.read_text() == "to stdout\n"
+    assert handle.stderr_path.read_text() == "to stderr\n"
+
+
+def test_stop_of_a_paused_worker(backend: DockerBackend, workdir: Path) -> None:
+    handle, _ = _tree(backend, workdir)
+    handle.pause()
+    assert handle.stop(timeout_s=5) == -signal.SIGTERM
+    assert not handle.alive()
