@@ -29,6 +29,8 @@ from harness.errors import InfrastructureError
 from harness.history import History
 from harness.watchdog import Watchdog
 
+_REAP_WAIT_S = 2.0
+
 
 class ProcessHandle:
     """A worker process tree; see :class:`harness.backends.base.WorkerHandle`."""
@@ -169,6 +171,10 @@ class ProcessHandle:
                     proc.kill()
             self._proc.wait()
             self._reaped = True
+            # kill() only queues the signal: return once the tree is really gone.
+            deadline = time.monotonic() + _REAP_WAIT_S
+            while any(_running(p) for p in self._seen.values()) and time.monotonic() < deadline:
+                time.sleep(0.005)
         if self._watchdog is not None:
             self._watchdog.forget_group(self.pid)
 
