@@ -107,6 +107,12 @@ def _testcase(trial: Trial) -> ET.Element:
             case, "error", type="inconclusive", message=xml_text(trial.reason or "inconclusive")
         )
         error.text = xml_text(f"{trial.reason or 'inconclusive'}\nreplay: {trial.replay}")
+    if trial.verdict == "violated" and not trial.violations:
+        # Counted as a failure in the suite totals, so it must show as one.
+        failure = ET.SubElement(
+            case, "failure", type="violated", message=xml_text(trial.reason or "violated")
+        )
+        failure.text = xml_text(f"{trial.reason or 'violated'}\nreplay: {trial.replay}")
     for violation in trial.violations:
         failure = ET.SubElement(
             case,

@@ -71,7 +71,10 @@ class Row:
             status = cell.status
             if status is not None:
                 present.append(status)
-        return max(present, key=SEVERITY.__getitem__) if present else None
+        if not present:
+            return None
+        worst: CellStatus = max(present, key=SEVERITY.__getitem__)
+        return worst
 
 
 @dataclass(frozen=True)

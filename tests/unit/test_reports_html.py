@@ -1,0 +1,287 @@
+"""Static HTML report: structure, escaping, links, assets, self-contained mode."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from reports import load_results, write_html
+from reports.html import json_for_script
+from reports.matrix import build_matrix
+from reports.model import Results
+from reports.pages import page_stems, safe_stem
+from reports.timeline import _tick_step, lane_order, layout
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
+PAYLOAD_MARKERS = ("<script>window.__xss", "<img src=x", "</script><script>")
+
+
+class Collector(HTMLParser):
+    """Tags, links, scripts and element ids of one page, as a browser's parser sees them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+        self.script_srcs: list[str] = []
+        self.inline_scripts: list[str] = []
+        self.ids: set[str] = set()
+        self.handlers: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        self.handlers += [k for k in values if k.startswith("on")]
+        if values.get("id"):
+            self.ids.add(values["id"])
+        if tag in ("a", "link") and values.get("href"):
+            self.links.append(values["href"] or "")
+        assert tag not in ("img", "iframe", "object", "embed"), f"unexpected <{tag}>"
+        if tag == "script":
+            self._in_script = True
+            if values.get("src"):
+                self.script_srcs.append(values["src"] or "")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script and data.strip():
+            self.inline_scripts.append(data)
+
+
+def parse(path: Path) -> Collector:
+    c = Collector()
+    c.feed(path.read_text(encoding="utf-8"))
+    return c
+
+
+@pytest.fixture(scope="module")
+def run_small() -> Results:
+    return load_results(FIXTURES / "run_small.json")
+
+
+@pytest.fixture(scope="module")
+def report(run_small: Results, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    write_html(run_small, out)
+    return out
+
+
+def all_pages(report: Path) -> list[Path]:
+    return [report / "index.html", *sorted((report / "trials").glob("*.html"))]
+
+
+def test_one_page_per_trial_and_every_link_resolves(report: Path, run_small: Results) -> None:
+    assert len(list((report / "trials").glob("*.html"))) == run_small.summary.total
+    for page in all_pages(report):
+        parsed = parse(page)
+        for href in parsed.links:
+            assert not href.startswith(("http:", "https:", "//")), f"{page.name}: {href}"
+            target, _, fragment = href.partition("#")
+            if target:
+                assert (page.parent / target).is_file(), f"{page.name} links to missing {href}"
+            elif fragment:
+                assert fragment in parsed.ids, f"{page.name}: no element #{fragment}"
+
+
+def test_no_worker_text_becomes_markup(report: Path) -> None:
+    for page in all_pages(report):
+        parsed = parse(page)
+        text = page.read_text(encoding="utf-8")
+        for marker in PAYLOAD_MARKERS:
+            assert marker not in text, f"{page.name} contains raw {marker!r}"
+        assert parsed.handlers == [], f"{page.name} has inline event handlers"
+        # Our only scripts: one hashed asset, and JSON blocks that parse as JSON.
+        assert all(
+            re.fullmatch(r"(\.\./)?crashpoint_[0-9a-f]{10}\.js", s) for s in parsed.script_srcs
+        )
+        for body in parsed.inline_scripts:
+            json.loads(body)
+    xss_page = report / "trials" / "reset_after_commit.idempotent.net.sqlite.process.html"
+    text = xss_page.read_text(encoding="utf-8")
+    assert "&lt;script&gt;window.__xss = 1; alert(1)&lt;/script&gt;" in text
+    assert "&#34;&gt;&lt;img src=x onerror=" in text
+
+
+def test_embedded_json_survives_a_closing_script_tag(report: Path) -> None:
+    page = report / "trials" / "reset_after_commit.idempotent.net.sqlite.process.html"
+    (data,) = parse(page).inline_scripts
+    assert "</script>" in json.loads(data)["reason"]
+    assert "<" not in data
+    assert ">" not in data
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["</script><script>alert(1)</script>", "<!-- x", "a & b", "it's", "\u2028\u2029", {"k": "<>"}],
+)
+def test_json_for_script(value: object) -> None:
+    text = str(json_for_script(value))
+    assert not set("<>&'\u2028\u2029") & set(text)
+    assert json.loads(text) == value
+
+
+def test_index_counts_match_results(report: Path, run_small: Results) -> None:
+    text = (report / "index.html").read_text(encoding="utf-8")
+    for status, count in run_small.status_counts.items():
+        assert f'data-count="{status}">{count}<' in text
+    summary = run_small.summary
+    for verdict in ("held", "violated", "inconclusive", "skipped"):
+        assert f'data-verdict="{verdict}">{getattr(summary, verdict)}<' in text
+    assert 'data-coverage="10/17"' in text
+    assert "<tfoot>" in text
+
+
+def test_worst_verdict_and_count_in_a_shared_cell(run_small: Results) -> None:
+    matrix = build_matrix(run_small)
+    row = next(r for r in matrix.rows if r.scenario == "crash_after_external_success")
+    cell = next(
+        c for c in row.cells if c.column.provider == "plain" and c.column.signal == "SIGKILL"
+    )
+    assert len(cell.trials) == 2
+    assert cell.status == "violated"
+    assert cell.worst is not None
+    assert cell.worst.id.endswith(".s2")
+    assert dict(cell.counts)["held"] == 1
+    assert matrix.n_cells == 17
+    assert matrix.cell_counts["held"] == 10
+    assert [c.signal_label for c in matrix.columns[:4]] == [
+        "SIGKILL",
+        "SIGTERM",
+        "SIGSTOP",
+        "no signal",
+    ]
+    assert matrix.dimensions == ()
+
+
+def test_extra_dimensions_become_columns_only_when_they_vary() -> None:
+    selftest = load_results(FIXTURES / "selftest.json")
+    matrix = build_matrix(selftest)
+    assert matrix.dimensions == ("mutant",)
+    labels = {c.label for c in matrix.columns}
+    assert "idempotent · SIGKILL · correct" in labels
+    assert "idempotent · SIGKILL · fresh_key_per_attempt" in labels
+
+
+def test_kill_matrix_page_only_for_selftest(tmp_path: Path, run_small: Results) -> None:
+    selftest = load_results(FIXTURES / "selftest.json")
+    write_html(selftest, tmp_path)
+    kill = (tmp_path / "kill-matrix.html").read_text(encoding="utf-8")
+    assert 'data-kill="killed">2<' in kill
+    assert "unexpected invariant" in kill  # timeout_as_failure caught by another invariant
+    assert 'href="kill-matrix.html"' in (tmp_path / "index.html").read_text(encoding="utf-8")
+    write_html(run_small, tmp_path)
+    assert not (tmp_path / "kill-matrix.html").exists()
+    assert "kill-matrix.html" not in (tmp_path / "index.html").read_text(encoding="utf-8")
+
+
+def test_assets_are_content_hashed_and_stale_files_removed(
+    tmp_path: Path, run_small: Results
+) -> None:
+    (tmp_path / "crashpoint_0123456789.css").write_text("old")
+    (tmp_path / "trials").mkdir()
+    (tmp_path / "trials" / "gone.html").write_text("old")
+    (tmp_path / "mine.css").write_text("not ours")
+    write_html(run_small, tmp_path)
+    css = sorted(p.name for p in tmp_path.glob("crashpoint_*.css"))
+    assert len(css) == 1
+    assert css[0] != "crashpoint_0123456789.css"
+    assert not (tmp_path / "trials" / "gone.html").exists()
+    assert (tmp_path / "mine.css").exists()
+
+
+def test_self_contained_is_one_file_with_sections(tmp_path: Path, run_small: Results) -> None:
+    index = write_html(run_small, tmp_path, self_contained=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html"]
+    parsed = parse(index)
+    assert parsed.script_srcs == []
+    stems = page_stems(run_small.trials)
+    for trial in run_small.trials:
+        assert f"trial-{stems[trial.key]}" in parsed.ids
+    for href in parsed.links:
+        assert href.startswith("#"), href
+        assert href[1:] in parsed.ids, href
+    text = index.read_text(encoding="utf-8")
+    assert "<style>" in text
+    assert ".matrix td.cell" in text
+    for marker in PAYLOAD_MARKERS:
+        assert marker not in text
+
+
+def test_timeline_lanes_ticks_and_highlights(run_small: Results) -> None:
+    trial = run_small.trial("crash_after_external_success.plain.SIGKILL.sqlite.process.s2")
+    cited = frozenset(trial.violations[0].evidence.events)
+    tl = layout(trial, cited)
+    assert tl is not None
+    assert [lane.source for lane in tl.lanes] == [
+        "supervisor",
+        "worker:w1",
+        "worker:w2",
+        "provider:plain",
+        "ledger",
+    ]
+    assert {m.event.index for m in tl.marks if m.evidence} == cited
+    assert len(tl.rules) == 1  # the SIGKILL
+    xs = [m.x for m in sorted(tl.marks, key=lambda m: m.event.t)]
+    assert xs == sorted(xs)
+    assert tl.plot_left < xs[0]
+    assert xs[-1] < tl.width
+    assert tl.ticks[0].label == "0 ms"
+    assert tl.ticks[-1].x <= tl.width
+    skipped = run_small.trial("ambiguous_timeout.plain.net.sqlite.process")
+    assert layout(skipped) is None
+
+
+def test_timeline_labels_never_overlap_in_a_lane(run_small: Results) -> None:
+    for trial in run_small.trials:
+        tl = layout(trial)
+        if tl is None:
+            continue
+        spans: dict[tuple[str, float], list[tuple[float, float]]] = {}
+        for m in tl.marks:
+            if m.label:
+                half = len(m.label) * 5.8 / 2
+                spans.setdefault((m.event.source, m.label_y), []).append((m.x - half, m.x + half))
+        for row in spans.values():
+            row.sort()
+            assert all(a[1] <= b[0] for a, b in itertools.pairwise(row))
+
+
+@pytest.mark.parametrize(("span", "step"), [(0, 1), (7, 2), (1080, 200), (10020, 2000), (55, 10)])
+def test_tick_step(span: float, step: float) -> None:
+    assert _tick_step(span) == step
+
+
+def test_lane_order() -> None:
+    sources = ["network", "ledger", "provider:b", "worker:w2", "zzz", "supervisor", "worker:w1"]
+    assert sorted(sources, key=lane_order) == [
+        "supervisor",
+        "worker:w1",
+        "worker:w2",
+        "provider:b",
+        "ledger",
+        "network",
+        "zzz",
+    ]
+
+
+def test_page_names_are_safe_and_unique(run_small: Results) -> None:
+    assert safe_stem("a.b-c_d") == "a.b-c_d"
+    odd = safe_stem("../../etc/passwd <x>")
+    assert re.fullmatch(r"[A-Za-z0-9._-]+", odd)
+    assert not odd.startswith(".")
+    assert safe_stem("a/b") != safe_stem("a_b")
+    assert len(safe_stem("x" * 500)) <= 130
+    twins = (
+        dataclasses.replace(run_small.trials[0], id="Case"),
+        dataclasses.replace(run_small.trials[0], id="case"),
+    )
+    stems = page_stems(twins)
+    assert len({s.lower() for s in stems.values()}) == 2

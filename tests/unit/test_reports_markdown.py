@@ -1,0 +1,41 @@
+"""The Markdown CI summary: totals, violated cells with replay, kill matrix, escaping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reports import load_results, markdown_summary
+from reports.markdown import md_code, md_text
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
+
+
+def test_summary_of_a_run_with_violations() -> None:
+    text = markdown_summary(load_results(FIXTURES / "run_small.json"))
+    assert text.startswith("## ❌ crashpoint: billing\\-agent")
+    assert "| 18 | 12 | 3 | 1 | 2 | 1 | 10/17 cells held (59%) |" in text
+    assert (
+        "| `crash_after_external_success.plain.SIGKILL.sqlite.process.s2` "
+        "| `no_duplicate_effect`, `no_retry_while_unknown` | `j-0001` "
+        "| `crashpoint run --target reference --scenario crash_after_external_success "
+        "--provider plain --signal SIGKILL --seed 7002` |"
+    ) in text
+    assert "### Not proven" in text
+    assert "Kill matrix" not in text
+    # Worker text outside code spans must not become HTML in a CI page.
+    assert "<script" not in text.replace("`", "")
+
+
+def test_summary_of_a_selftest_has_the_kill_matrix() -> None:
+    text = markdown_summary(load_results(FIXTURES / "selftest.json"))
+    assert "### Kill matrix: 2 of 3 mutants killed" in text
+    assert "| `ack_before_effect` | ❌ survived | `nothing_lost` | — |" in text
+    assert "Correct worker: 3 trials, 0 violations." in text
+
+
+def test_md_escaping() -> None:
+    assert md_text("a|b <i>x</i> *y*") == "a\\|b &lt;i&gt;x&lt;/i&gt; \\*y\\*"
+    assert md_text("line\nbreak") == "line break"
+    assert md_code("a`b") == "``a`b``"
+    assert md_code("`x") == "`` `x ``"
+    assert md_code("p|q") == "`p\\|q`"
