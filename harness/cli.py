@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -84,7 +85,7 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
 @click.option("--target", default="reference", show_default=True)
 @click.option("--mutant", default=None, help="Run the reference worker with this bug.")
 @_matrix_options
-def run(config_path: Path | None, target: str, mutant: str | None, **kw: object) -> None:
+def run(config_path: Path | None, target: str, mutant: str | None, **kw: Any) -> None:
     """Run the injection matrix against a target and write results.json and a report."""
     from harness.commands import run_command
 
@@ -93,7 +94,7 @@ def run(config_path: Path | None, target: str, mutant: str | None, **kw: object)
 
 @main.command()
 @_matrix_options
-def selftest(**kw: object) -> None:
+def selftest(**kw: Any) -> None:
     """Run the correct reference worker and every mutant; print the kill matrix."""
     from harness.commands import selftest_command
 

@@ -27,6 +27,9 @@ from harness.trial import TrialConfig, TrialResult
 from scenarios.table import BY_NAME, SCENARIOS, Cell, cells
 
 console = Console(stderr=True)
+if not console.is_terminal:
+    # Logs and CI pages are wide; rich's 80-column default would wrap every trial id.
+    console = Console(stderr=True, width=160, soft_wrap=True)
 GLYPH = {"held": "✓", "violated": "✗", "inconclusive": "?", "skipped": "-"}
 STYLE = {"held": "green", "violated": "bold red", "inconclusive": "yellow", "skipped": "dim"}
 
@@ -192,11 +195,24 @@ def run_command(
     lease_ttl_s: float | None,
     pg_dsn: str | None,
 ) -> int:
+    command = None
+    target_doc: dict[str, Any] = {"name": "reference", "kind": "reference", "mutant": mutant}
     if config_path is not None:
         from harness.targets.command import load_config
 
-        load_config(config_path)  # validates; running command targets is below
-    if target != "reference" and config_path is None:
+        command = load_config(config_path)
+        if mutant is not None:
+            raise ConfigError("--mutant applies to the reference target only, not to -c")
+        kind = command.providers[0].kind
+        if providers and kind not in providers:
+            raise ConfigError(
+                f"{config_path}: the provider is {kind}, but --provider asks for "
+                f"{', '.join(providers)}"
+            )
+        providers = (kind,)
+        target_doc = {"name": command.name, "kind": "command", "mutant": None}
+        lease_ttl_s = lease_ttl_s or command.lease_ttl_s
+    elif target != "reference":
         raise ConfigError(f"--target {target!r} is unknown; use reference or -c crashpoint.toml")
     if mutant is not None:
         from scenarios.mutants import MUTANTS
@@ -218,7 +234,9 @@ def run_command(
     )
     config = trial_config(lease_ttl_s, pg_dsn)
     worst = 0
-    with RunInfra.open(chosen, ledger=ledger, backend=backend, pg_dsn=pg_dsn) as infra:
+    with RunInfra.open(
+        chosen, ledger=ledger, backend=backend, pg_dsn=pg_dsn, command=command
+    ) as infra:
         for i in range(repeat):
             run_seed = seed + i
             spec = infra.spec(
@@ -227,8 +245,10 @@ def run_command(
                 config=config,
                 command="run",
                 jobs=jobs,
-                target={"name": "reference", "kind": "reference", "mutant": mutant},
+                target=target_doc,
             )
+            if command is not None:
+                spec.replay_flags = ["-c", str(config_path), *spec.replay_flags]
             started = time.time()
             results = execute(spec, infra, label=f"run {i + 1}/{repeat}" if repeat > 1 else "run")
             doc = results_document(spec, results, started=started, environment=infra.environment())

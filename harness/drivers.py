@@ -30,9 +30,9 @@ def crash_at_failpoint(trial: Trial) -> frozenset[str]:
     gate = trial.hold(trial.cell.point, job=job)
     w1 = trial.start_worker()
     hit = trial.wait_hit(gate, what=f"failpoint {trial.cell.point} for {job}")
-    trial.crash(w1, trial.cell.signal or "SIGKILL", hit=hit)
+    died_there = trial.crash(w1, trial.cell.signal or "SIGKILL", hit=hit)
     trial.start_worker()
-    if trial.cell.point == "before_external_call":
+    if trial.cell.point == "before_external_call" or not died_there:
         return NONE
     return review_if_unqueryable(trial, job)
 

@@ -24,13 +24,21 @@ from harness.trial import TrialConfig
 from harness.watchdog import Watchdog
 from scenarios.table import Cell
 
+#: Scenarios that act on the target's ledger itself (restore it, or fault its link).
+NEEDS_REFERENCE_LEDGER = frozenset(
+    {"state_store_restore", "ledger_link_faults", "slow_lease_renewal"}
+)
 DEFAULT_PG_DSN = "postgresql://crashpoint:crashpoint@127.0.0.1:5432/crashpoint"
 
 
 class RunInfra:
     """What one run shares between its trials; a context manager that reaps it all."""
 
-    def __init__(self, *, ledger: str, backend: str, pg_dsn: str | None) -> None:
+    def __init__(
+        self, *, ledger: str, backend: str, pg_dsn: str | None, command: Any = None
+    ) -> None:
+        #: A loaded ``crashpoint.toml`` (CommandConfig), or None for the reference worker.
+        self.command = command
         self.ledger = ledger
         self.backend_name = backend
         self.pg_dsn = pg_dsn
@@ -44,9 +52,15 @@ class RunInfra:
     @classmethod
     @contextlib.contextmanager
     def open(
-        cls, cells: Sequence[Cell], *, ledger: str, backend: str, pg_dsn: str | None
+        cls,
+        cells: Sequence[Cell],
+        *,
+        ledger: str,
+        backend: str,
+        pg_dsn: str | None,
+        command: Any = None,
     ) -> Iterator[RunInfra]:
-        infra = cls(ledger=ledger, backend=backend, pg_dsn=pg_dsn)
+        infra = cls(ledger=ledger, backend=backend, pg_dsn=pg_dsn, command=command)
         try:
             infra._start(cells)
             yield infra
@@ -99,6 +113,10 @@ class RunInfra:
         return ProcessBackend(history=history, watchdog=self.watchdog)
 
     def make_target(self, cell: Cell, state_dir: Path, config: TrialConfig) -> TargetAdapter:
+        if self.command is not None:
+            from harness.targets.command import CommandAdapter
+
+            return CommandAdapter(self.command, state_dir=state_dir)
         from harness.targets.reference import ReferenceAdapter
 
         if cell.ledger == "postgres":
@@ -109,7 +127,12 @@ class RunInfra:
     def skipped(self, cells: Sequence[Cell]) -> dict[str, str]:
         out = {}
         for c in cells:
-            if c.network and self.toxiproxy is None:
+            if self.command is not None and c.scenario.name in NEEDS_REFERENCE_LEDGER:
+                out[c.id] = (
+                    f"{c.scenario.name} needs a ledger the harness can snapshot and fault; "
+                    "only the reference target has one"
+                )
+            elif c.network and self.toxiproxy is None:
                 out[c.id] = f"no Toxiproxy server: {self.toxiproxy_error}"
         return out
 

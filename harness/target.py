@@ -17,7 +17,14 @@ from harness.oracle import LedgerFacts
 class TargetAdapter(Protocol):
     """One trial's view of the target: enqueue jobs, start workers, read the end state."""
 
+    #: The name workers know the provider by (``CRASHPOINT_PROVIDER_<NAME>_URL``).
+    provider_name: str
+
     def setup(self) -> None: ...
+
+    def attach_provider(self, client: Any, env: Mapping[str, str]) -> None:
+        """The trial's provider client and the environment its processes get."""
+        ...
 
     def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any]) -> None: ...
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fake_providers import Fault, ProviderProcess, start_provider
+from fake_providers import Fault, ProviderProcess, provider_env_var, start_provider
 from harness.backends.base import Backend, WorkerHandle, describe_exit
 from harness.errors import CrashpointError, RendezvousTimeout
 from harness.history import Event, History
@@ -33,6 +33,7 @@ from harness.rendezvous import Gate, Hit, Rendezvous
 from harness.target import TargetAdapter
 from scenarios.table import Cell
 
+#: The reference worker's provider name; a command target names its own.
 PROVIDER_NAME = "svc"
 
 
@@ -127,16 +128,18 @@ class Trial:
         self.target: TargetAdapter | None = None
         self.rendezvous: Rendezvous | None = None
         self.provider_url = ""
+        self.provider_name = PROVIDER_NAME
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def setup(self) -> None:
+        self.target = self._make_target(self.dir)
+        self.provider_name = self.target.provider_name
         self.provider = start_provider(
-            self.cell.provider, state_path=self.dir / "provider.db", name=PROVIDER_NAME
+            self.cell.provider, state_path=self.dir / "provider.db", name=self.provider_name
         )
         self.provider_url = self.provider.url
         self.rendezvous = Rendezvous(str(self.dir / "failpoints.sock"), history=self.history)
-        self.target = self._make_target(self.dir)
         self.target.setup()
         if self.network is not None:
             self.network.attach(
@@ -144,6 +147,7 @@ class Trial:
                 provider_url=self.provider_url,
                 ledger_dsn=self.target.ledger_dsn(),
             )
+        self.target.attach_provider(self.provider.client, self.provider_env())
 
     def teardown(self) -> None:
         for handle in self.workers.values():
@@ -181,7 +185,7 @@ class Trial:
             job_id = f"j-{len(self.jobs) + 1:04d}"
         if job_id not in self.jobs:
             self.jobs.append(job_id)
-        self.target.enqueue(job_id, PROVIDER_NAME, self.job_body(job_id))
+        self.target.enqueue(job_id, self.provider_name, self.job_body(job_id))
         self.history.append("supervisor", "enqueue", job=job_id)
         return job_id
 
@@ -198,7 +202,7 @@ class Trial:
         assert self.rendezvous is not None
         name = f"w{self._next_worker}"
         self._next_worker += 1
-        env = dict(os.environ)
+        env = self.provider_env(direct=direct)
         env.update(
             self.target.worker_env(
                 name,
@@ -208,23 +212,28 @@ class Trial:
                 max_attempts=self.config.max_attempts,
             )
         )
-        url = self.provider_url
-        if self.network is not None and not direct:
-            url = self.network.provider_url or url
-            if "CRASHPOINT_LEDGER_DSN" in env:
-                env["CRASHPOINT_LEDGER_DSN"] = self.network.ledger_dsn(env["CRASHPOINT_LEDGER_DSN"])
-        env[f"CRASHPOINT_PROVIDER_{PROVIDER_NAME.upper()}_URL"] = url
-        env[f"CRASHPOINT_PROVIDER_{PROVIDER_NAME.upper()}_KIND"] = self.cell.provider
-        env["CRASHPOINT_FAILPOINTS"] = str(self.rendezvous.path)
-        env["CRASHPOINT_STATE_DIR"] = str(self.dir)
+        if self.network is not None and not direct and "CRASHPOINT_LEDGER_DSN" in env:
+            env["CRASHPOINT_LEDGER_DSN"] = self.network.ledger_dsn(env["CRASHPOINT_LEDGER_DSN"])
         env["CRASHPOINT_WORKER_ID"] = name
         if recovery:
             env["CRASHPOINT_RECOVERY"] = "1"
-        else:
-            env.pop("CRASHPOINT_RECOVERY", None)
         handle = self.backend.start(name, self.target.worker_argv(), env=env, cwd=self.dir)
         self.workers[name] = handle
         return handle
+
+    def provider_env(self, *, direct: bool = False) -> dict[str, str]:
+        """The environment every process of the target gets: ours plus the trial's."""
+        assert self.rendezvous is not None
+        env = {k: v for k, v in os.environ.items() if k != "CRASHPOINT_RECOVERY"}
+        url = self.provider_url
+        if self.network is not None and not direct:
+            url = self.network.provider_url or url
+        url_var = provider_env_var(self.provider_name)
+        env[url_var] = url
+        env[url_var.removesuffix("_URL") + "_KIND"] = self.cell.provider
+        env["CRASHPOINT_FAILPOINTS"] = str(self.rendezvous.path)
+        env["CRASHPOINT_STATE_DIR"] = str(self.dir)
+        return env
 
     def hold(self, point: str, *, job: str | None = None) -> Gate:
         assert self.rendezvous is not None
@@ -250,7 +259,7 @@ class Trial:
             raise Inconclusive(f"{what} was never reached: {exc}") from exc
         self.reached = True
         self.history.append(
-            f"provider:{PROVIDER_NAME}",
+            f"provider:{self.provider_name}",
             "hold",
             job=held.job_id,
             t=held.t_mono,
@@ -261,7 +270,7 @@ class Trial:
 
     def release(self, fault_id: str, outcome: str) -> None:
         self.client.release(fault_id, outcome=outcome)
-        self.history.append(f"provider:{PROVIDER_NAME}", "release", outcome=outcome)
+        self.history.append(f"provider:{self.provider_name}", "release", outcome=outcome)
 
     def send(self, handle: WorkerHandle, sig: str) -> None:
         """Deliver ``sig`` to the worker's whole tree, recorded in the history."""
@@ -274,16 +283,19 @@ class Trial:
         else:
             handle.signal(signum)
 
-    def crash(self, handle: WorkerHandle, sig: str, *, hit: Hit | None = None) -> None:
-        """Kill ``handle`` with ``sig`` and make sure it is gone.
+    def crash(self, handle: WorkerHandle, sig: str, *, hit: Hit | None = None) -> bool:
+        """Kill ``handle`` with ``sig``; True when it died at the boundary it was held at.
 
         A worker may handle SIGTERM by finishing what it holds: it is then let go from
-        the boundary and given a lease's time to exit before SIGKILL ends it.
+        the boundary and given a lease's time to exit before SIGKILL ends it, and the
+        trial knows the crash became a graceful stop.
         """
         self.send(handle, sig)
+        at_boundary = True
         if sig != "SIGKILL" and handle.wait(0.1) is None:
             if hit is not None:
                 hit.resume()
+                at_boundary = False
             if handle.wait(self.config.lease_ttl_s * 2) is None:
                 self.send(handle, "SIGKILL")
         if handle.wait(5.0) is None:
@@ -293,7 +305,9 @@ class Trial:
             "worker_exit",
             worker=handle.name,
             status=describe_exit(handle.returncode),
+            at_boundary=at_boundary,
         )
+        return at_boundary
 
     def sleep(self, seconds: float) -> None:
         """A deliberate wait (counted apart from the harness's own overhead)."""
@@ -326,7 +340,7 @@ class Trial:
         self.history.extend(self.target.ledger_events())
         return OracleInput(
             jobs=list(self.jobs),
-            provider_kinds={PROVIDER_NAME: self.cell.provider},
+            provider_kinds={self.provider_name: self.cell.provider},
             arrivals=arrivals,
             effects=effects,
             ledger=ledger,
@@ -421,6 +435,9 @@ def run_trial(
         )
         trial.teardown()
     duration = time.monotonic() - t0
+    events = trial.history.to_json()
+    for v in violations:
+        v.evidence["events"] = evidence_events(events, v)
     return TrialResult(
         cell=cell,
         seed=seed,
@@ -429,13 +446,33 @@ def run_trial(
         reason=reason,
         violations=violations,
         duration_s=duration,
-        events=trial.history.to_json(),
+        events=events,
         timings={
             "worker_s": worker_s,
             "waits_s": trial.waits_s,
             "overhead_s": max(0.0, duration - trial.waits_s),
         },
     )
+
+
+def evidence_events(events: list[dict[str, Any]], v: Violation) -> list[int]:
+    """Indexes of the timeline events a violation's evidence speaks of."""
+    arrivals = {a["id"] for a in v.evidence.get("arrivals", [])}
+    arrivals |= {e["arrival_id"] for e in v.evidence.get("effects", [])}
+    tokens = {(r.get("worker_id"), r.get("token")) for r in v.evidence.get("ledger", [])}
+    out = []
+    for i, e in enumerate(events):
+        f = e["fields"]
+        if (
+            f.get("arrival") in arrivals
+            or (
+                e["kind"] in ("claim", "result_write")
+                and (e["source"].removeprefix("worker:"), f.get("token")) in tokens
+            )
+            or (e["kind"] == "signal" and e["job"] in (None, v.job))
+        ):
+            out.append(i)
+    return out
 
 
 def trial_seed(run_seed: int, cell: Cell) -> int:
