@@ -18,6 +18,7 @@ import json
 import os
 import selectors
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -37,6 +38,7 @@ class _Conn:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.peer_pid = _peer_pid(sock)
         self.buf = b""
         self.lock = threading.Lock()
         self.closed = threading.Event()
@@ -53,6 +55,17 @@ class _Conn:
             return True
 
 
+def _peer_pid(sock: socket.socket) -> int | None:
+    """The connecting process's pid as *we* see it (a container worker reports its own
+    namespace's pid in the JSON line; the kernel translates SO_PEERCRED for us)."""
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    pid = int(struct.unpack("3i", creds)[0])
+    return pid or None
+
+
 @dataclass
 class Hit:
     """One worker reaching one failpoint."""
@@ -64,6 +77,8 @@ class Hit:
     t: float
     held: bool
     _conn: _Conn = field(repr=False, compare=False)
+    #: The worker's pid in the harness's namespace (differs from ``pid`` in a container).
+    peer_pid: int | None = None
     _resumed: bool = field(default=False, repr=False, compare=False)
 
     def resume(self, action: str = "continue") -> bool:
@@ -289,7 +304,7 @@ class Rendezvous:
         attempt = msg.get("attempt") if isinstance(msg.get("attempt"), int) else None
         pid = msg.get("pid") if isinstance(msg.get("pid"), int) else None
         gate = self._holds.claim(point, job, attempt)
-        hit = Hit(point, job, attempt, pid, t, gate is not None, conn)
+        hit = Hit(point, job, attempt, pid, t, gate is not None, conn, peer_pid=conn.peer_pid)
         with self._hits_lock:
             self._hits.append(hit)
         if self._history is not None:
@@ -301,6 +316,7 @@ class Rendezvous:
                 t=t,
                 point=point,
                 held=hit.held,
+                peer_pid=conn.peer_pid,
             )
         if gate is None:
             hit._resumed = True

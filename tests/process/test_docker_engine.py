@@ -18,6 +18,7 @@ from harness.backends.docker import DockerBackend, DockerHandle, connect
 from harness.errors import InfrastructureError
 from harness.history import History
 from harness.pytest_plugin import missing
+from harness.rendezvous import Rendezvous
 
 pytestmark = [pytest.mark.process, pytest.mark.docker]
 
@@ -111,3 +112,24 @@ def test_stop_of_a_paused_worker(backend: DockerBackend, workdir: Path) -> None:
     handle.pause()
     assert handle.stop(timeout_s=5) == -signal.SIGTERM
     assert not handle.alive()
+
+
+def test_container_worker_held_at_a_failpoint_then_killed(
+    backend: DockerBackend, workdir: Path
+) -> None:
+    code = (
+        "from harness.failpoints import failpoint\n"
+        "failpoint('before_external_call', 'j-0001', 1)\n"
+        "print('past the boundary', flush=True)\n"
+    )
+    with Rendezvous(workdir / "fp.sock") as rv:
+        gate = rv.hold("before_external_call")
+        env = {**os.environ, **rv.env}
+        handle = backend.start("held", [sys.executable, "-c", code], env=env, cwd=workdir)
+        hit = gate.wait(15)
+        # The worker reports its namespace pid; the socket tells us the host one.
+        assert hit.peer_pid in [p.pid for p in psutil.Process(handle.pid).children()]
+        handle.signal(signal.SIGKILL)
+        assert handle.wait(10) == -signal.SIGKILL
+        assert hit.wait_disconnected(5)
+    assert "past the boundary" not in handle.stdout_path.read_text()

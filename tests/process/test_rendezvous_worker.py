@@ -74,6 +74,7 @@ def test_held_worker_blocks_until_resumed(
     time.sleep(0.3)  # give a worker that ignored the hold time to run past it
     assert worker.alive()
     assert worker.stdout_path.read_text() == "after_claim\n"
+    assert hit.peer_pid == worker.pid
     assert hit.resume()
     assert worker.wait(10) == 0
     assert worker.stdout_path.read_text().split() == [
