@@ -83,7 +83,7 @@ def write_html(
     env = _environment()
     index = out / "index.html"
     if self_contained:
-        assets = {name: _asset_text(name) for name in _ASSETS}
+        assets = {name: _inline_asset(name) for name in _ASSETS}
         common["kill"] = build_kill_view(results, lambda t: f"#trial-{stems[t.key]}")
         html = env.get_template("single.html.j2").render(
             common,
@@ -246,6 +246,16 @@ def _seconds(value: float | None) -> str:
 @functools.cache
 def _asset_text(name: str) -> str:
     return resources.files("reports").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def _inline_asset(name: str) -> Markup:
+    """Our own CSS/JS for a ``<style>``/``<script>`` element: trusted code, not data, so it
+    is not escaped (escaping would turn ``&&`` into ``&amp;&amp;``). It must never contain
+    the closing tag of the element it goes into."""
+    text = _asset_text(name)
+    if re.search(r"</(script|style)", text, re.IGNORECASE):
+        raise ValueError(f"reports/assets/{name} contains a closing </script> or </style>")
+    return Markup(text)  # noqa: S704 - a packaged asset, checked above
 
 
 def _copy_assets(out: Path) -> dict[str, str]:

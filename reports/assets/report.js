@@ -69,9 +69,9 @@
       var table = button.closest("table");
       var col = Number(button.getAttribute("data-col"));
       /* worst-first is the useful first click for status columns; names sort ascending */
-      var numeric = col > 0 && table.id === "matrix";
+      var worstFirst = button.hasAttribute("data-desc");
       var before = th.getAttribute("aria-sort");
-      var dir = before === "none" || !before ? (numeric ? "descending" : "ascending")
+      var dir = before === "none" || !before ? (worstFirst ? "descending" : "ascending")
         : before === "ascending" ? "descending" : "ascending";
       table.querySelectorAll("thead th").forEach(function (h) {
         if (h.hasAttribute("aria-sort")) { h.setAttribute("aria-sort", "none"); }

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reports import load_results, write_html
-from reports.html import json_for_script
+from reports.html import _asset_text, json_for_script
 from reports.matrix import build_matrix
 from reports.model import Results
 from reports.pages import page_stems, safe_stem
