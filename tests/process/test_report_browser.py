@@ -139,7 +139,8 @@ def test_index_counts_filter_hide_held_and_keyboard(
     pg.keyboard.press("Escape")
     pg.keyboard.press("j")
     first = pg.evaluate("document.activeElement.closest('td') && document.activeElement.href")
-    assert first and first.endswith(".html")
+    assert first
+    assert first.endswith(".html")
     pg.keyboard.press("l")
     second = pg.evaluate("document.activeElement.href")
     assert second != first
@@ -158,7 +159,7 @@ def test_violated_cell_opens_trial_with_timeline(
     page: tuple[Any, Watch], report: tuple[Path, Results], tmp_path: Path
 ) -> None:
     pg, _ = page
-    out, results = report
+    out, _results = report
     pg.goto((out / "index.html").as_uri())
     cell = pg.locator("#matrix td.cell[data-status='violated'] a").first
     assert "violated" in (cell.get_attribute("title") or "")
@@ -169,7 +170,9 @@ def test_violated_cell_opens_trial_with_timeline(
     svg = pg.locator("svg.timeline")
     assert svg.count() == 1
     lanes = pg.locator("svg.timeline .lane-label").all_text_contents()
-    assert "supervisor" in lanes and "worker:w1" in lanes and len(lanes) >= 4
+    assert "supervisor" in lanes
+    assert "worker:w1" in lanes
+    assert len(lanes) >= 4
     assert pg.locator("svg.timeline a.mark.evidence").count() >= 1
     assert pg.locator("table.events tr.evidence").count() >= 1
     assert pg.locator(".violation").count() >= 1

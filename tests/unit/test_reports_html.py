@@ -209,8 +209,9 @@ def test_self_contained_is_one_file_with_sections(tmp_path: Path, run_small: Res
         assert href.startswith("#"), href
         assert href[1:] in parsed.ids, href
     text = index.read_text(encoding="utf-8")
-    assert "<style>" in text
-    assert ".matrix td.cell" in text
+    # Inline CSS and JS are the packaged assets verbatim (escaping would break `&&`, `>`).
+    assert _asset_text("report.css") in text
+    assert _asset_text("report.js") in text
     for marker in PAYLOAD_MARKERS:
         assert marker not in text
 
