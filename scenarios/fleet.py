@@ -7,6 +7,7 @@ its own backends; this is the small, dependency-free version for our own test ti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -31,11 +32,10 @@ class WorkerProc:
 
     def signal(self, sig: int) -> None:
         """Signal the worker's whole process group (no-op once it is reaped)."""
+        # Once reaped, the group id may be reused by an unrelated process: leave it be.
         if self.popen.returncode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.popen.pid, sig)
-            except ProcessLookupError:
-                pass
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -62,9 +62,7 @@ class Fleet:
         env.pop("CRASHPOINT_FAILPOINTS", None)
         env.pop("CRASHPOINT_RECOVERY", None)
         env.update(
-            self.target.worker_env(
-                name, providers=self.providers, **{**self.settings, **overrides}
-            )
+            self.target.worker_env(name, providers=self.providers, **{**self.settings, **overrides})
         )
         # The worker imports the same source tree as this process, whatever its cwd.
         root = str(Path(__file__).resolve().parent.parent)
@@ -96,9 +94,6 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 w.signal(signal.SIGKILL)
                 w.popen.wait()
-        for w in self.workers.values():
-            # The group may still hold children the leader left behind.
-            w.signal(signal.SIGKILL)
 
     def __enter__(self) -> Fleet:
         return self
