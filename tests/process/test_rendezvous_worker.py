@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.process import ProcessBackend
+from harness.backends.process import ProcessBackend, ProcessHandle
 from harness.errors import RendezvousTimeout
 from harness.history import History
 from harness.rendezvous import Rendezvous
@@ -53,7 +53,9 @@ def backend() -> Iterator[ProcessBackend]:
         yield b
 
 
-def _start(backend: ProcessBackend, rv: Rendezvous, workdir: Path, job: str, name: str = "w"):  # type: ignore[no-untyped-def]
+def _start(
+    backend: ProcessBackend, rv: Rendezvous, workdir: Path, job: str, name: str = "w"
+) -> ProcessHandle:
     (workdir / "worker.py").write_text(WORKER)
     env = {**os.environ, **rv.env}
     return backend.start(name, [sys.executable, "worker.py", job], env=env, cwd=workdir)
@@ -128,7 +130,7 @@ def test_many_workers_held_at_once(
     gate = rendezvous.hold("before_external_call", times=6)
     workers = [_start(backend, rendezvous, workdir, f"j-{i:04d}", name=f"w{i}") for i in range(6)]
     hits = [gate.wait(10) for _ in workers]
-    assert sorted(h.pid for h in hits) == sorted(w.pid for w in workers)
+    assert {h.pid for h in hits} == {w.pid for w in workers}
     assert all(w.alive() for w in workers)
     for h in hits:
         h.resume()
