@@ -67,3 +67,25 @@ def test_base_image_has_a_real_sbin_and_usr_symlinks() -> None:
     assert members["lib64"].issym()
     assert members["lib64"].linkname == "usr/lib64"
     assert members["tmp"].mode == 0o1777
+
+
+def test_watchdog_registry_keeps_only_what_was_not_forgotten() -> None:
+    from harness.watchdog import _Registry
+
+    registry = _Registry("run1")
+    for message in (
+        {"op": "group", "pgid": 10, "ctime": 1.5},
+        {"op": "group", "pgid": 11, "ctime": None},
+        {"op": "forget_group", "pgid": 10},
+        {"op": "containers"},
+        {"op": "dir", "path": "/tmp/a"},
+        {"op": "dir", "path": "/tmp/b"},
+        {"op": "forget_dir", "path": "/tmp/a"},
+        {"op": "unknown-op"},  # a newer harness must not break an older watchdog
+    ):
+        registry.apply(message)
+    assert registry.groups == {11: None}
+    assert registry.containers
+    assert registry.dirs == {"/tmp/b"}
+    registry.apply({"op": "forget_containers"})
+    assert not registry.containers
