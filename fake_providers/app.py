@@ -311,13 +311,15 @@ class ProviderApp:
     def _lookup(self, req: Request, path: str, query: dict[str, list[str]]) -> Reply:
         param = "idempotency_key" if self.kind == "idempotent" else MARKER_FIELD
         value = _first(query, param)
-        job_id = _first(query, "job_id")
+        # Lookups carry no body; the job is the one whose writes carried this key or
+        # marker, so the oracle can tie a reconcile to its job.
+        job_id = _first(query, "job_id") or (self.store.job_of(param, value) if value else None)
         arrival_id = self.store.record_arrival(
             ArrivalIn(
                 kind="lookup",
                 method=req.method,
                 path=path,
-                job_id=job_id or (self.store.job_of(param, value) if value else None),
+                job_id=job_id,
                 idempotency_key=value if param == "idempotency_key" else None,
                 client_marker=value if param == MARKER_FIELD else None,
                 fencing_token=req.headers.get("x-fencing-token"),
@@ -384,12 +386,24 @@ class ProviderApp:
             timeout_s = min(max(float(raw), 0.0), MAX_POLL_S)
         except ValueError as exc:
             raise Problem(400, f"timeout_s={raw!r} is not a number of seconds") from exc
-        hold = self.board.wait_held(fault_id, timeout_s)
-        if hold is None:
+        raw_count = _first(query, "count")
+        if raw_count is None:
+            hold = self.board.wait_held(fault_id, timeout_s)
+            if hold is None:
+                raise Problem(
+                    408, f"no request held under fault {fault_id} after {timeout_s:g} s; poll again"
+                )
+            return Reply.json(200, hold.to_json())
+        if not raw_count.isdigit() or int(raw_count) < 1:
+            raise Problem(400, f"count={raw_count!r} must be a positive integer")
+        holds = self.board.wait_held_count(fault_id, int(raw_count), timeout_s)
+        if holds is None:
             raise Problem(
-                408, f"no request held under fault {fault_id} after {timeout_s:g} s; poll again"
+                408,
+                f"fewer than {raw_count} requests held under fault {fault_id} after "
+                f"{timeout_s:g} s; poll again",
             )
-        return Reply.json(200, hold.to_json())
+        return Reply.json(200, [h.to_json() for h in holds])
 
     def _release(self, fault_id: str, req: Request) -> Reply:
         data = _json_object(req)

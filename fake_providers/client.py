@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import time
 from typing import Any
 
@@ -19,7 +20,11 @@ class ProviderClient:
 
     def __init__(self, url: str, *, timeout_s: float = 10.0) -> None:
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
+        # Providers speak plain HTTP on loopback, so TLS never happens; an empty
+        # context spares loading the CA bundle (20-200 ms per client, paid by every
+        # start_provider otherwise). It still verifies, so TLS would fail, not pass.
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        self._http = httpx.Client(base_url=self.url, timeout=timeout_s, verify=tls)
 
     def close(self) -> None:
         self._http.close()
@@ -42,23 +47,33 @@ class ProviderClient:
 
     def wait_held(self, fault_id: str, timeout_s: float) -> Held:
         """Block until a request is held under ``fault_id``; raise RendezvousTimeout if not."""
+        [held] = self._wait(fault_id, None, timeout_s)
+        return held
+
+    def wait_held_count(self, fault_id: str, count: int, timeout_s: float) -> list[Held]:
+        """Block until ``count`` requests are held under a ``times >= count`` hold fault."""
+        return self._wait(fault_id, count, timeout_s)
+
+    def _wait(self, fault_id: str, count: int | None, timeout_s: float) -> list[Held]:
         deadline = time.monotonic() + timeout_s
         while True:
             left = max(0.0, deadline - time.monotonic())
             poll = min(left, _POLL_S)
+            params = {"timeout_s": f"{poll:.3f}"}
+            if count is not None:
+                params["count"] = str(count)
             r = self._request(
-                "GET",
-                f"/_control/faults/{fault_id}/held",
-                params={"timeout_s": f"{poll:.3f}"},
-                timeout=poll + 10.0,
+                "GET", f"/_control/faults/{fault_id}/held", params=params, timeout=poll + 10.0
             )
             if r.status_code == 200:
-                return Held.from_json(r.json())
+                data = r.json()
+                return [Held.from_json(h) for h in (data if count is not None else [data])]
             if r.status_code != 408:
                 raise self._error(r)
             if time.monotonic() >= deadline:
+                what = "a request was" if count is None else f"{count} requests were"
                 raise RendezvousTimeout(
-                    f"no request was held under fault {fault_id} at {self.url} within "
+                    f"not {what} held under fault {fault_id} at {self.url} within "
                     f"{timeout_s:g} s; check the fault matches the job, key or marker the "
                     f"worker sends (see faults()), or raise timeout_s"
                 )

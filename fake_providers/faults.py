@@ -122,6 +122,11 @@ class FaultBoard:
 
     def wait_held(self, fault_id: str, timeout_s: float) -> Hold | None:
         """The earliest request still held under ``fault_id``, waiting up to ``timeout_s``."""
+        holds = self.wait_held_count(fault_id, 1, timeout_s)
+        return None if holds is None else holds[0]
+
+    def wait_held_count(self, fault_id: str, count: int, timeout_s: float) -> list[Hold] | None:
+        """The first ``count`` requests still held under ``fault_id``, in arrival order."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
             armed = self._get(fault_id)
@@ -132,9 +137,9 @@ class FaultBoard:
                     f"wait only on hold_before_commit or hold_after_commit faults",
                 )
             while True:
-                for h in armed.holds:
-                    if not h.released.is_set():
-                        return h
+                held = [h for h in armed.holds if not h.released.is_set()]
+                if len(held) >= count:
+                    return held[:count]
                 left = deadline - time.monotonic()
                 if left <= 0 or self._closed:
                     return None

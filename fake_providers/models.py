@@ -79,6 +79,9 @@ class Held:
     effect_id: int | None
     t_mono: float
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Held:
         return cls(**_known(cls, data))
@@ -112,6 +115,9 @@ class Arrival:
     effect_id: int | None
     fault: str | None
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Arrival:
         return cls(**_known(cls, data))
@@ -130,6 +136,9 @@ class Effect:
     arrival_id: int
     t_mono: float
     t_wall: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Effect:

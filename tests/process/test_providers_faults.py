@@ -145,6 +145,22 @@ def test_release_commits_after_the_client_was_killed(start: Start) -> None:
     assert retry.headers["Idempotent-Replayed"] == "true"
 
 
+def test_two_deliveries_held_at_once(start: Start) -> None:
+    # duplicate_delivery: both deliveries of one job reach the provider concurrently.
+    p = start("plain")
+    fault_id = p.client.arm(Fault("hold_before_commit", job="j-1", times=2))
+    first = Background(lambda: _write(p, "j-1", marker="a"))
+    second = Background(lambda: _write(p, "j-1", marker="b"))
+    held = p.client.wait_held_count(fault_id, 2, timeout_s=10.0)
+    assert sorted(h.client_marker or "" for h in held) == ["a", "b"]
+    assert p.client.release(fault_id, "commit", arrival_id=held[0].arrival_id) == 1
+    assert p.client.release(fault_id, "drop") == 1
+    first.join()
+    second.join()
+    [effect] = p.client.effects()
+    assert effect.arrival_id == held[0].arrival_id
+
+
 @pytest.mark.parametrize("kind", ["idempotent", "plain", "unqueryable"])
 def test_drop_after_commit_gives_a_connection_error_with_the_effect_committed(
     start: Start, kind: str

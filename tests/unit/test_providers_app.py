@@ -261,6 +261,16 @@ def test_fail_lookup_then_answer(plain: ProviderApp) -> None:
     assert statuses == [503, 503, 200]
 
 
+def test_fail_lookup_matches_the_job_of_the_marker(plain: ProviderApp) -> None:
+    post(plain, {"job_id": "j-1", "client_marker": "m-1"})
+    post(plain, {"job_id": "j-2", "client_marker": "m-2"})
+    plain.board.arm(Fault("fail_lookup", job="j-2"))
+    assert get(plain, "/v1/sends?client_marker=m-1").status == 200
+    assert get(plain, "/v1/sends?client_marker=m-2").status == 503
+    lookups = [a for a in plain.store.arrivals() if a["kind"] == "lookup"]
+    assert [a["job_id"] for a in lookups] == ["j-1", "j-2"]
+
+
 def test_hold_before_commit_then_drop_leaves_no_effect(idem: ProviderApp) -> None:
     fault_id = idem.board.arm(Fault("hold_before_commit", key="k"))
     replies: list[Reply] = []

@@ -101,8 +101,18 @@ def test_wait_held_times_out_with_rendezvous_timeout(
     mock: respx.MockRouter, client: ProviderClient
 ) -> None:
     mock.get("/_control/faults/f-1/held").mock(_problem(408, "not yet"))
-    with pytest.raises(RendezvousTimeout, match=r"fault f-1 .* within 0 s"):
+    with pytest.raises(RendezvousTimeout, match=r"held under fault f-1 .* within 0 s"):
         client.wait_held("f-1", timeout_s=0.0)
+
+
+def test_wait_held_count_returns_every_held_request(
+    mock: respx.MockRouter, client: ProviderClient
+) -> None:
+    second = {**HELD, "arrival_id": 2}
+    route = mock.get("/_control/faults/f-1/held").mock(httpx.Response(200, json=[HELD, second]))
+    held = client.wait_held_count("f-1", 2, timeout_s=5.0)
+    assert [h.arrival_id for h in held] == [1, 2]
+    assert route.calls.last.request.url.params["count"] == "2"
 
 
 def test_release_sends_outcome(mock: respx.MockRouter, client: ProviderClient) -> None:
