@@ -262,6 +262,8 @@ class ToxiproxyServer:
         return _Api(self.host, self.port)
 
     def start(self) -> ToxiproxyServer:
+        if self._proc is not None:
+            return self  # already running
         if self.location is None:
             self.location = find_toxiproxy()
         if self.location.url is not None:

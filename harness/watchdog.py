@@ -152,6 +152,8 @@ class _Registry:
 
 
 def _kill_group(pgid: int, ctime: float | None) -> None:
+    if pgid <= 1:
+        return  # killpg(0) is our own group and killpg(1) init's: never ours to kill
     # A live process with this pid but another start time is a stranger who got the pid
     # after our group ended: leave it alone.
     leader_ctime = _create_time(pgid)

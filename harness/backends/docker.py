@@ -201,6 +201,9 @@ class DockerHandle:
 
     def _descendants(self) -> list[psutil.Process]:
         """The worker's processes seen from the host, minus those the engine signals."""
+        if self._pid <= 0:
+            # Never look up pid 0: on Linux its "children" are every process on the host.
+            return []
         try:
             top = psutil.Process(self._pid)
             procs = top.children(recursive=True)
