@@ -122,6 +122,7 @@ class Trial:
         self.dir = Path(tempfile.mkdtemp(prefix="cp-", dir=base))
         self._make_target = make_target
         self.workers: dict[str, WorkerHandle] = {}
+        self.paused: set[str] = set()
         self._next_worker = 1
         self.jobs: list[str] = []
         self.provider: ProviderProcess | None = None
@@ -152,7 +153,7 @@ class Trial:
     def teardown(self) -> None:
         for handle in self.workers.values():
             with contextlib.suppress(Exception):
-                if handle.alive():
+                if handle.name in self.paused:
                     handle.resume()
                 handle.stop(timeout_s=1.0)
         with contextlib.suppress(Exception):
@@ -162,7 +163,7 @@ class Trial:
                 self.rendezvous.close()
         if self.provider is not None:
             with contextlib.suppress(Exception):
-                self.provider.stop()
+                self.provider.close()
         if self.target is not None:
             with contextlib.suppress(Exception):
                 self.target.close()
@@ -274,12 +275,14 @@ class Trial:
 
     def send(self, handle: WorkerHandle, sig: str) -> None:
         """Deliver ``sig`` to the worker's whole tree, recorded in the history."""
+        # The backend records the signal in the history as it delivers it.
         signum = signal.Signals[sig]
-        self.history.append("supervisor", "signal", worker=handle.name, signal=sig)
         if signum == signal.SIGSTOP:
             handle.pause()
+            self.paused.add(handle.name)
         elif signum == signal.SIGCONT:
             handle.resume()
+            self.paused.discard(handle.name)
         else:
             handle.signal(signum)
 
@@ -436,6 +439,10 @@ def run_trial(
         trial.teardown()
     duration = time.monotonic() - t0
     events = trial.history.to_json()
+    # Failpoint hits know only the worker's pid; name the lane as the rest of the trial does.
+    names = {f"worker:{h.pid}": f"worker:{h.name}" for h in trial.workers.values()}
+    for e in events:
+        e["source"] = names.get(e["source"], e["source"])
     for v in violations:
         v.evidence["events"] = evidence_events(events, v)
     return TrialResult(
