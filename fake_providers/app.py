@@ -9,54 +9,23 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from fake_providers.control import ControlAPI
 from fake_providers.faults import Armed, FaultBoard, Hold
 from fake_providers.fingerprint import MARKER_FIELD, fingerprint
-from fake_providers.models import HOLD_ACTIONS, KINDS, OUTCOMES, Fault
+from fake_providers.messages import DROP, JSON_TYPE, Reply, Request, first_param
+from fake_providers.models import KINDS
 from fake_providers.problems import PROBLEM_TYPE, Problem
 from fake_providers.store import ArrivalIn, Store
 
-JSON_TYPE = "application/json"
 MAX_BODY_BYTES = 1 << 20
-#: A single long-poll never waits longer than this; clients loop for longer waits.
-MAX_POLL_S = 10.0
 
 WRITE_PATHS = {"idempotent": "/v1/effects", "plain": "/v1/sends", "unqueryable": "/v1/sends"}
 _COMMIT_PATH_ACTIONS = ("hold_before_commit", "hold_after_commit", "drop_after_commit")
-
-
-@dataclass(frozen=True)
-class Request:
-    method: str
-    target: str
-    headers: Mapping[str, str] = field(default_factory=dict)  # keys lower-case
-    body: bytes = b""
-    peer_pid: int | None = None
-
-
-@dataclass(frozen=True)
-class Reply:
-    status: int
-    body: bytes = b""
-    content_type: str = JSON_TYPE
-    headers: tuple[tuple[str, str], ...] = ()
-    #: Close the connection without sending anything (after the work it describes).
-    drop: bool = False
-
-    @classmethod
-    def json(cls, status: int, value: Any, **kw: Any) -> Reply:
-        return cls(status, json.dumps(value, separators=(",", ":")).encode(), **kw)
-
-    @classmethod
-    def problem(cls, p: Problem, *, instance: str | None = None) -> Reply:
-        return cls(p.status, p.body(instance=instance), PROBLEM_TYPE)
-
-
-DROP = Reply(0, drop=True)
 
 
 @dataclass
@@ -87,6 +56,7 @@ class ProviderApp:
         self.name = name
         self.store = store
         self.board = board or FaultBoard()
+        self.control = ControlAPI(self.board, kind=kind, name=name)
         self._sleep = sleep
         self.write_path = WRITE_PATHS[kind]
 
@@ -112,17 +82,10 @@ class ProviderApp:
             },
             "/_oracle/arrivals": {"GET": lambda: Reply.json(200, self.store.arrivals())},
             "/_oracle/effects": {"GET": lambda: Reply.json(200, self.store.effects())},
-            "/_control/health": {"GET": self._health},
-            "/_control/faults": {
-                "GET": lambda: Reply.json(200, self.board.snapshot()),
-                "POST": lambda: self._arm(req),
-                "DELETE": self._disarm,
-            },
-            "/_control/reset": {"POST": self._reset},
         }
         methods = routes.get(path)
-        if methods is None:
-            methods = self._fault_routes(req, path, query)
+        if methods is None and path.startswith("/_control/"):
+            methods = self.control.routes(req, path, query)
         if methods is None:
             raise Problem(404, f"no route {path!r} on a {self.kind} provider")
         action = methods.get(req.method)
@@ -131,20 +94,6 @@ class ProviderApp:
                 405, f"{req.method} is not allowed on {path}; allowed: {', '.join(methods)}"
             )
         return action()
-
-    def _fault_routes(
-        self, req: Request, path: str, query: dict[str, list[str]]
-    ) -> dict[str, Callable[[], Reply]] | None:
-        parts = path.split("/")
-        # /_control/faults/{id}/held and /_control/faults/{id}/release
-        if len(parts) != 5 or parts[1:3] != ["_control", "faults"]:
-            return None
-        fault_id, verb = parts[3], parts[4]
-        if verb == "held":
-            return {"GET": lambda: self._held(fault_id, query)}
-        if verb == "release":
-            return {"POST": lambda: self._release(fault_id, req)}
-        return None
 
     # -- business API ---------------------------------------------------------------
 
@@ -310,10 +259,12 @@ class ProviderApp:
 
     def _lookup(self, req: Request, path: str, query: dict[str, list[str]]) -> Reply:
         param = "idempotency_key" if self.kind == "idempotent" else MARKER_FIELD
-        value = _first(query, param)
+        value = first_param(query, param)
         # Lookups carry no body; the job is the one whose writes carried this key or
         # marker, so the oracle can tie a reconcile to its job.
-        job_id = _first(query, "job_id") or (self.store.job_of(param, value) if value else None)
+        job_id = first_param(query, "job_id") or (
+            self.store.job_of(param, value) if value else None
+        )
         arrival_id = self.store.record_arrival(
             ArrivalIn(
                 kind="lookup",
@@ -360,70 +311,6 @@ class ProviderApp:
             return Reply.json(200, {"state": state.state, "response": response}), None
         return Reply.json(200, self.store.effects(marker=marker)), None
 
-    # -- control API ----------------------------------------------------------------
-
-    def _health(self) -> Reply:
-        return Reply.json(200, {"ok": True, "kind": self.kind, "name": self.name})
-
-    def _arm(self, req: Request) -> Reply:
-        data = _json_object(req)
-        try:
-            fault = Fault.from_json(data)
-        except (TypeError, ValueError) as exc:
-            raise Problem(422, f"bad fault {data!r}: {exc}") from exc
-        return Reply.json(201, {"fault_id": self.board.arm(fault)})
-
-    def _disarm(self) -> Reply:
-        self.board.disarm_all()
-        return Reply.json(200, {"disarmed": True})
-
-    def _reset(self) -> Reply:
-        return Reply.json(200, {"released": self.board.reset()})
-
-    def _held(self, fault_id: str, query: dict[str, list[str]]) -> Reply:
-        raw = _first(query, "timeout_s") or "0"
-        try:
-            timeout_s = min(max(float(raw), 0.0), MAX_POLL_S)
-        except ValueError as exc:
-            raise Problem(400, f"timeout_s={raw!r} is not a number of seconds") from exc
-        raw_count = _first(query, "count")
-        if raw_count is None:
-            hold = self.board.wait_held(fault_id, timeout_s)
-            if hold is None:
-                raise Problem(
-                    408, f"no request held under fault {fault_id} after {timeout_s:g} s; poll again"
-                )
-            return Reply.json(200, hold.to_json())
-        if not raw_count.isdigit() or int(raw_count) < 1:
-            raise Problem(400, f"count={raw_count!r} must be a positive integer")
-        holds = self.board.wait_held_count(fault_id, int(raw_count), timeout_s)
-        if holds is None:
-            raise Problem(
-                408,
-                f"fewer than {raw_count} requests held under fault {fault_id} after "
-                f"{timeout_s:g} s; poll again",
-            )
-        return Reply.json(200, [h.to_json() for h in holds])
-
-    def _release(self, fault_id: str, req: Request) -> Reply:
-        data = _json_object(req)
-        outcome = data.get("outcome", "commit")
-        if outcome not in OUTCOMES:
-            raise Problem(422, f"outcome={outcome!r} is unknown; use one of {', '.join(OUTCOMES)}")
-        arrival_id = data.get("arrival_id")
-        if arrival_id is not None and not isinstance(arrival_id, int):
-            raise Problem(422, f"arrival_id={arrival_id!r} must be an integer")
-        n = self.board.release(
-            fault_id, "drop" if outcome == "drop" else "commit", arrival_id=arrival_id
-        )
-        if n == 0:
-            raise Problem(
-                409,
-                f"fault {fault_id} holds no request{'' if arrival_id is None else f' {arrival_id}'}"
-                f"; call wait_held first (it may have been released already)",
-            )
-        return Reply.json(200, {"released": n})
-
 
 def _parse_body(req: Request) -> dict[str, Any] | Problem:
     ctype = req.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -438,30 +325,13 @@ def _parse_body(req: Request) -> dict[str, Any] | Problem:
     return parsed
 
 
-def _first(query: dict[str, list[str]], name: str) -> str | None:
-    values = query.get(name)
-    return values[0] if values else None
-
-
 def _str_field(body: dict[str, Any] | None, name: str) -> str | None:
     value = body.get(name) if body is not None else None
     return value if isinstance(value, str) else None
-
-
-def _json_object(req: Request) -> dict[str, Any]:
-    if not req.body:
-        return {}
-    try:
-        data = json.loads(req.body)
-    except ValueError as exc:
-        raise Problem(400, f"body is not JSON ({exc}); send a JSON object") from exc
-    if not isinstance(data, dict):
-        raise Problem(400, f"body is a JSON {type(data).__name__}; send a JSON object")
-    return data
 
 
 def _stored_type(status: int) -> str:
     return JSON_TYPE if status < 400 else PROBLEM_TYPE
 
 
-__all__ = ["DROP", "HOLD_ACTIONS", "ProviderApp", "Reply", "Request"]
+__all__ = ["MAX_BODY_BYTES", "ProviderApp", "Reply", "Request"]

@@ -1,0 +1,112 @@
+"""The control API: the harness arms faults and meets held requests through it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fake_providers.faults import FaultBoard
+from fake_providers.messages import Reply, Request, first_param, json_object
+from fake_providers.models import OUTCOMES, Fault
+from fake_providers.problems import Problem
+
+#: A single long-poll never waits longer than this; clients loop for longer waits.
+MAX_POLL_S = 10.0
+
+Routes = dict[str, Callable[[], Reply]]
+
+
+class ControlAPI:
+    """Routes under ``/_control/``; holds block only the long-polling request's thread."""
+
+    def __init__(self, board: FaultBoard, *, kind: str, name: str) -> None:
+        self.board = board
+        self.kind = kind
+        self.name = name
+
+    def routes(self, req: Request, path: str, query: dict[str, list[str]]) -> Routes | None:
+        fixed: dict[str, Routes] = {
+            "/_control/health": {"GET": self._health},
+            "/_control/faults": {
+                "GET": lambda: Reply.json(200, self.board.snapshot()),
+                "POST": lambda: self._arm(req),
+                "DELETE": self._disarm,
+            },
+            "/_control/reset": {"POST": self._reset},
+        }
+        if path in fixed:
+            return fixed[path]
+        return self._fault_routes(req, path, query)
+
+    def _fault_routes(self, req: Request, path: str, query: dict[str, list[str]]) -> Routes | None:
+        parts = path.split("/")
+        # /_control/faults/{id}/held and /_control/faults/{id}/release
+        if len(parts) != 5 or parts[1:3] != ["_control", "faults"]:
+            return None
+        fault_id, verb = parts[3], parts[4]
+        if verb == "held":
+            return {"GET": lambda: self._held(fault_id, query)}
+        if verb == "release":
+            return {"POST": lambda: self._release(fault_id, req)}
+        return None
+
+    def _health(self) -> Reply:
+        return Reply.json(200, {"ok": True, "kind": self.kind, "name": self.name})
+
+    def _arm(self, req: Request) -> Reply:
+        data = json_object(req)
+        try:
+            fault = Fault.from_json(data)
+        except (TypeError, ValueError) as exc:
+            raise Problem(422, f"bad fault {data!r}: {exc}") from exc
+        return Reply.json(201, {"fault_id": self.board.arm(fault)})
+
+    def _disarm(self) -> Reply:
+        self.board.disarm_all()
+        return Reply.json(200, {"disarmed": True})
+
+    def _reset(self) -> Reply:
+        return Reply.json(200, {"released": self.board.reset()})
+
+    def _held(self, fault_id: str, query: dict[str, list[str]]) -> Reply:
+        raw = first_param(query, "timeout_s") or "0"
+        try:
+            timeout_s = min(max(float(raw), 0.0), MAX_POLL_S)
+        except ValueError as exc:
+            raise Problem(400, f"timeout_s={raw!r} is not a number of seconds") from exc
+        raw_count = first_param(query, "count")
+        if raw_count is None:
+            hold = self.board.wait_held(fault_id, timeout_s)
+            if hold is None:
+                raise Problem(
+                    408, f"no request held under fault {fault_id} after {timeout_s:g} s; poll again"
+                )
+            return Reply.json(200, hold.to_json())
+        if not raw_count.isdigit() or int(raw_count) < 1:
+            raise Problem(400, f"count={raw_count!r} must be a positive integer")
+        holds = self.board.wait_held_count(fault_id, int(raw_count), timeout_s)
+        if holds is None:
+            raise Problem(
+                408,
+                f"fewer than {raw_count} requests held under fault {fault_id} after "
+                f"{timeout_s:g} s; poll again",
+            )
+        return Reply.json(200, [h.to_json() for h in holds])
+
+    def _release(self, fault_id: str, req: Request) -> Reply:
+        data = json_object(req)
+        outcome = data.get("outcome", "commit")
+        if outcome not in OUTCOMES:
+            raise Problem(422, f"outcome={outcome!r} is unknown; use one of {', '.join(OUTCOMES)}")
+        arrival_id = data.get("arrival_id")
+        if arrival_id is not None and not isinstance(arrival_id, int):
+            raise Problem(422, f"arrival_id={arrival_id!r} must be an integer")
+        n = self.board.release(
+            fault_id, "drop" if outcome == "drop" else "commit", arrival_id=arrival_id
+        )
+        if n == 0:
+            raise Problem(
+                409,
+                f"fault {fault_id} holds no request{'' if arrival_id is None else f' {arrival_id}'}"
+                f"; call wait_held first (it may have been released already)",
+            )
+        return Reply.json(200, {"released": n})
