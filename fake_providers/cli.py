@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import click
@@ -79,7 +80,7 @@ def serve(
             peer_pids=not no_peer_pid,
             hold_max_s=hold_max_s,
         )
-    except OSError as exc:
+    except (OSError, sqlite3.Error) as exc:
         raise click.ClickException(
             f"cannot serve on {host}:{port} with state {state}: {exc}"
         ) from exc

@@ -218,9 +218,15 @@ def start_provider(
     """
     if kind not in KINDS:
         raise ProviderError(f"provider kind={kind!r} is unknown; use one of {', '.join(KINDS)}")
+    state_path = Path(state_path)
+    if not state_path.parent.is_dir():
+        raise ProviderError(
+            f"state_path={str(state_path)!r} is in a directory that does not exist; create "
+            f"{str(state_path.parent)!r} first (the provider keeps its log beside the state)"
+        )
     p = ProviderProcess(
         kind,
-        state_path=Path(state_path),
+        state_path=state_path,
         name=name or kind,
         port=port,
         key_ttl_s=key_ttl_s,

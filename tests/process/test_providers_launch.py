@@ -89,6 +89,20 @@ def test_busy_port_is_a_provider_error_naming_the_port(tmp_path: Path) -> None:
             start_provider("plain", state_path=tmp_path / "s.db", port=port)
 
 
+def test_missing_state_directory_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ProviderError, match=r"state_path=.*nope.*create"):
+        start_provider("plain", state_path=tmp_path / "nope" / "s.db")
+
+
+def test_unopenable_state_is_one_clean_cli_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        serve, ["--kind", "plain", "--port", "0", "--state", str(tmp_path / "missing" / "s.db")]
+    )
+    assert result.exit_code == 1
+    assert "cannot serve on 127.0.0.1:0 with state" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_serve_prints_one_ready_line_and_stops_on_sigterm(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [
