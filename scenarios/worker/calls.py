@@ -37,11 +37,10 @@ class Lookup:
 
 class ProviderCalls:
     def __init__(self, *, timeout_s: float, worker_id: str) -> None:
-        # No keep-alive: a pooled connection the server already closed would turn an
-        # ordinary write into a spurious "unknown" and send it through reconcile.
-        self._http = httpx.Client(
-            timeout=timeout_s, limits=httpx.Limits(max_keepalive_connections=0)
-        )
+        # Keep-alive halves a loopback write. httpcore drops an idle pooled connection the
+        # peer has closed before reusing it; the rare race left over ends as "unknown" and
+        # goes through reconcile, which is the safe direction.
+        self._http = httpx.Client(timeout=timeout_s, limits=httpx.Limits(keepalive_expiry=5.0))
         self._worker_id = worker_id
 
     def close(self) -> None:
