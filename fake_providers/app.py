@@ -38,6 +38,8 @@ class _Write:
     key: str | None
     marker: str | None
     fingerprint: str
+    #: The commit already recorded the final status: saves one fsync per write.
+    finished: bool = False
 
 
 class ProviderApp:
@@ -104,6 +106,8 @@ class ProviderApp:
         if delay is not None and not reply.drop:
             self._sleep(delay.fault.delay_s)
             fault = fault or "delay_response"
+        if w.finished and fault is None:
+            return reply
         self.store.finish_arrival(
             w.arrival_id,
             status=None if reply.drop else reply.status,
@@ -230,6 +234,7 @@ class ProviderApp:
             return DROP, action
         if action == "drop_after_commit":
             return DROP, action
+        w.finished = action is None
         return Reply(status, body), action
 
     def _created(self, effect: dict[str, Any]) -> tuple[int, bytes]:

@@ -253,8 +253,9 @@ class Store:
                         (status, body, effect_id, key),
                     )
                 self._db.execute(
-                    "UPDATE arrivals SET committed = 1, effect_id = ? WHERE id = ?",
-                    (effect_id, arrival_id),
+                    # The status is the one about to be sent; a drop later clears it.
+                    "UPDATE arrivals SET committed = 1, effect_id = ?, status = ? WHERE id = ?",
+                    (effect_id, status, arrival_id),
                 )
                 self._db.execute("COMMIT")
             except BaseException:
