@@ -46,19 +46,26 @@ def failpoint(point: str, job: str, attempt: int) -> str:
 
 
 def _rendezvous(point: str, job: str, attempt: int) -> str:
-    global _sock, _reader
+    global _sock, _reader, _path
+    line = json.dumps({"point": point, "job": job, "attempt": attempt, "pid": os.getpid()})
     with _lock:
-        if _sock is None:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            assert _path is not None
-            sock.connect(_path)
-            _sock = sock
-            _reader = sock.makefile("r", encoding="utf-8")
-        line = json.dumps({"point": point, "job": job, "attempt": attempt, "pid": os.getpid()})
-        _sock.sendall(line.encode() + b"\n")
-        reply = _reader.readline()  # type: ignore[attr-defined]
-    if not reply:
-        # The harness went away: behave as if failpoints were off rather than hang.
-        return "continue"
+        try:
+            if _sock is None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                assert _path is not None
+                sock.connect(_path)
+                _sock = sock
+                _reader = sock.makefile("r", encoding="utf-8")
+            _sock.sendall(line.encode() + b"\n")
+            reply = _reader.readline()  # type: ignore[attr-defined]
+        except OSError:
+            reply = ""
+        if not reply:
+            # The harness went away: from now on behave as if failpoints were off, rather
+            # than hang or die on a dead socket.
+            if _sock is not None:
+                _sock.close()
+            _sock, _reader, _path = None, None, None
+            return "continue"
     action = json.loads(reply).get("action", "continue")
     return str(action)
