@@ -36,11 +36,15 @@ class Lookup:
 
 
 class ProviderCalls:
-    def __init__(self, *, timeout_s: float, worker_id: str) -> None:
+    def __init__(
+        self, *, timeout_s: float, worker_id: str, transport: httpx.BaseTransport | None = None
+    ) -> None:
         # Keep-alive halves a loopback write. httpcore drops an idle pooled connection the
         # peer has closed before reusing it; the rare race left over ends as "unknown" and
         # goes through reconcile, which is the safe direction.
-        self._http = httpx.Client(timeout=timeout_s, limits=httpx.Limits(keepalive_expiry=5.0))
+        self._http = httpx.Client(
+            timeout=timeout_s, limits=httpx.Limits(keepalive_expiry=5.0), transport=transport
+        )
         self._worker_id = worker_id
 
     def close(self) -> None:
