@@ -39,6 +39,9 @@ class PostgresLedger(SqlLedger):
         lock = zlib.crc32(f"crashpoint-ledger:{self.schema or ''}".encode())
         with self._write() as tx:
             tx("SELECT pg_advisory_xact_lock(?)", (lock,))
+            if self.schema:
+                ident = sql.Identifier(self.schema).as_string(self._conn)
+                tx(f"CREATE SCHEMA IF NOT EXISTS {ident}")
             for stmt in self._ddl().split(";"):
                 if stmt.strip():
                     tx(stmt)
