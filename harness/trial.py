@@ -241,10 +241,13 @@ class Trial:
         return self.rendezvous.hold(point, job=job)
 
     def wait_hit(self, gate: Gate, *, what: str, timeout_s: float = 10.0) -> Hit:
+        t0 = time.monotonic()
         try:
             hit = gate.wait(timeout_s)
         except RendezvousTimeout as exc:
             raise Inconclusive(f"{what} was never reached: {exc}") from exc
+        finally:
+            self.waits_s += time.monotonic() - t0  # the worker's time, not ours
         self.reached = True
         return hit
 
@@ -254,10 +257,13 @@ class Trial:
         return fault_id
 
     def wait_held(self, fault_id: str, *, what: str, timeout_s: float = 10.0) -> Any:
+        t0 = time.monotonic()
         try:
             held = self.client.wait_held(fault_id, timeout_s)
         except RendezvousTimeout as exc:
             raise Inconclusive(f"{what} was never reached: {exc}") from exc
+        finally:
+            self.waits_s += time.monotonic() - t0  # the worker's time, not ours
         self.reached = True
         self.history.append(
             f"provider:{self.provider_name}",

@@ -36,6 +36,7 @@ from harness.history import Event
 from harness.oracle import LedgerFacts
 
 KINDS = ("idempotent", "plain", "unqueryable")
+TARGET_KEYS = ("name", "command", "workers", "lease_ttl_s", "enqueue", "ledger")
 ENQUEUE_TIMEOUT_S = 10.0
 #: No arrival for this long (with every job served) counts as quiet.
 QUIET_S = 0.3
@@ -77,6 +78,14 @@ def load_config(path: Path) -> CommandConfig:
     if not isinstance(target, dict):
         raise ConfigError(f"{path}: [target] table is missing")
 
+    def known(table: Mapping[str, Any], where: str, keys: tuple[str, ...]) -> None:
+        # A misspelt key would otherwise be ignored silently and its default used.
+        for key in table:
+            if key not in keys:
+                raise ConfigError(
+                    f"{path}: {where}.{key} is not a known key; use {', '.join(keys)}"
+                )
+
     def need(table: Mapping[str, Any], key: str, where: str, kind: type) -> Any:
         value = table.get(key)
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
@@ -89,6 +98,7 @@ def load_config(path: Path) -> CommandConfig:
             raise ConfigError(f"{path}: target.{key} must be a non-empty list of strings")
         return tuple(value)
 
+    known(target, "target", TARGET_KEYS)
     name = need(target, "name", "target", str)
     workers = target.get("workers", 1)
     if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= 64:
@@ -106,6 +116,7 @@ def load_config(path: Path) -> CommandConfig:
     if ledger is not None:
         if not isinstance(ledger, dict):
             raise ConfigError(f"{path}: [target.ledger] must be a table")
+        known(ledger, "target.ledger", ("dsn",))
         dsn = need(ledger, "dsn", "target.ledger", str)
     providers = data.get("providers")
     if not isinstance(providers, list) or not providers:
@@ -115,6 +126,7 @@ def load_config(path: Path) -> CommandConfig:
         where = f"providers[{i}]"
         if not isinstance(p, dict):
             raise ConfigError(f"{path}: {where} must be a table")
+        known(p, where, ("name", "kind"))
         pname = need(p, "name", where, str)
         kind = need(p, "kind", where, str)
         if kind not in KINDS:
@@ -193,11 +205,14 @@ class CommandAdapter:
         http_timeout_s: float,
         max_attempts: int,
     ) -> dict[str, str]:
-        del mutant, lease_ttl_s, http_timeout_s
+        del mutant
+        # The trial's lease (crashpoint.toml's, unless --lease-ttl-s overrides it): the
+        # scenarios time their waits by it, so the worker must use the same one.
         env = {
             "CRASHPOINT_WORKER_ID": worker_id,
             "CRASHPOINT_STATE_DIR": str(self.state_dir),
-            "CRASHPOINT_LEASE_TTL_S": str(self.config.lease_ttl_s),
+            "CRASHPOINT_LEASE_TTL_S": str(lease_ttl_s),
+            "CRASHPOINT_HTTP_TIMEOUT_S": str(http_timeout_s),
             "CRASHPOINT_MAX_ATTEMPTS": str(max_attempts),
         }
         if self.config.ledger_dsn is not None:
