@@ -19,4 +19,5 @@ def repeat_s(fn: Callable[[], object], *, runs: int) -> list[float]:
 
 def describe(samples: list[float], unit: str = "s") -> str:
     med = statistics.median(samples)
-    return f"median {med:.4g} {unit} (min {min(samples):.4g}, max {max(samples):.4g}, n={len(samples)})"
+    spread = f"min {min(samples):.4g}, max {max(samples):.4g}, n={len(samples)}"
+    return f"median {med:.4g} {unit} ({spread})"
