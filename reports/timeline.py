@@ -13,7 +13,11 @@ from dataclasses import dataclass
 from reports.model import TimelineEvent, Trial
 
 LANE_H = 44
-LABEL_W = 140
+#: Lane labels get between these widths (px); longer sources are shortened with "…"
+#: (the full name stays in the lane's tooltip).
+MIN_LABEL_W = 96
+MAX_LABEL_CHARS = 26
+LANE_CHAR_W = 7.4
 PLOT_W = 1100
 TOP = 30
 BOTTOM = 14
@@ -69,15 +73,42 @@ class Mark:
     group: str
     outcome: str | None
     label: str
-    label_y: float
+    #: Label baseline relative to the mark (above it, or below when crowded).
+    label_dy: float
     evidence: bool
     title: str
+
+    @property
+    def index(self) -> int:
+        return self.event.index
+
+    @property
+    def at(self) -> str:
+        """``x y`` for ``translate()``: shapes are drawn around the origin, so each mark
+        needs one attribute instead of a pair per shape (2,000-trial reports render
+        tens of thousands of marks)."""
+        return f"{self.x:g} {self.y:g}"
+
+    @property
+    def css(self) -> str:
+        classes = ["mark", f"g-{self.group}"]
+        if self.outcome:
+            classes.append(f"o-{self.outcome}")
+        if self.evidence:
+            classes.append("evidence")
+        return " ".join(classes)
 
 
 @dataclass(frozen=True)
 class Lane:
     source: str
     y: float
+
+    @property
+    def label(self) -> str:
+        if len(self.source) <= MAX_LABEL_CHARS:
+            return self.source
+        return self.source[: MAX_LABEL_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -90,6 +121,7 @@ class Tick:
 class Timeline:
     width: int
     height: int
+    plot_left: int
     lanes: tuple[Lane, ...]
     marks: tuple[Mark, ...]
     ticks: tuple[Tick, ...]
@@ -105,10 +137,6 @@ class Timeline:
     @property
     def top(self) -> int:
         return TOP
-
-    @property
-    def plot_left(self) -> int:
-        return LABEL_W
 
     @property
     def plot_bottom(self) -> float:
@@ -128,13 +156,15 @@ def layout(trial: Trial, highlighted: frozenset[int] = frozenset()) -> Timeline 
     if not events:
         return None
     sources = sorted({e.source for e in events}, key=lane_order)
+    longest = max(len(s) for s in sources)
+    label_w = max(MIN_LABEL_W, round(min(longest, MAX_LABEL_CHARS) * LANE_CHAR_W) + 24)
     lane_y = {s: TOP + LANE_H * i + LANE_H / 2 for i, s in enumerate(sources)}
     t_max_ms = max(e.t for e in events) * 1000.0
     step_ms = _tick_step(t_max_ms)
     span_ms = max(step_ms, math.ceil(t_max_ms / step_ms) * step_ms)
 
     def x_of(t_s: float) -> float:
-        return round(LABEL_W + 16 + (PLOT_W - 56) * (t_s * 1000.0) / span_ms, 2)
+        return round(label_w + 16 + (PLOT_W - 56) * (t_s * 1000.0) / span_ms, 2)
 
     marks = []
     # Right edge of the last label per (lane, row): labels go above the mark, or below when the one
@@ -143,12 +173,12 @@ def layout(trial: Trial, highlighted: frozenset[int] = frozenset()) -> Timeline 
     for e in sorted(events, key=lambda e: (e.t, e.index)):
         x = x_of(e.t)
         y = lane_y[e.source]
-        label, label_y = "", y
+        label, label_dy = "", 0.0
         half = len(e.kind) * CHAR_W / 2
         for label_row, dy in ((0, -11.0), (1, 21.0)):
             if x - half >= last_x.get((e.source, label_row), -1e9) + 4:
                 last_x[(e.source, label_row)] = x + half
-                label, label_y = e.kind, y + dy
+                label, label_dy = e.kind, dy
                 break
         marks.append(
             Mark(
@@ -158,7 +188,7 @@ def layout(trial: Trial, highlighted: frozenset[int] = frozenset()) -> Timeline 
                 group=KIND_GROUPS.get(e.kind, "note"),
                 outcome=e.outcome if e.outcome in OUTCOME_LABELS else None,
                 label=label,
-                label_y=label_y,
+                label_dy=label_dy,
                 evidence=e.index in highlighted,
                 title=event_title(e),
             )
@@ -168,8 +198,9 @@ def layout(trial: Trial, highlighted: frozenset[int] = frozenset()) -> Timeline 
         for ms in _frange(0.0, span_ms + step_ms / 2, step_ms)
     )
     return Timeline(
-        width=LABEL_W + PLOT_W,
+        width=label_w + PLOT_W,
         height=TOP + LANE_H * len(sources) + BOTTOM,
+        plot_left=label_w,
         lanes=tuple(Lane(source=s, y=lane_y[s]) for s in sources),
         marks=tuple(marks),
         ticks=ticks,

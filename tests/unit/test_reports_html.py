@@ -13,6 +13,7 @@ import pytest
 
 from reports import load_results, write_html
 from reports.html import _asset_text, json_for_script
+from reports.kill_view import build_kill_view
 from reports.matrix import build_matrix
 from reports.model import Results
 from reports.pages import page_stems, safe_stem
@@ -249,7 +250,7 @@ def test_timeline_labels_never_overlap_in_a_lane(run_small: Results) -> None:
         for m in tl.marks:
             if m.label:
                 half = len(m.label) * 5.8 / 2
-                spans.setdefault((m.event.source, m.label_y), []).append((m.x - half, m.x + half))
+                spans.setdefault((m.event.source, m.label_dy), []).append((m.x - half, m.x + half))
         for row in spans.values():
             row.sort()
             assert all(a[1] <= b[0] for a, b in itertools.pairwise(row))
@@ -286,3 +287,24 @@ def test_page_names_are_safe_and_unique(run_small: Results) -> None:
     )
     stems = page_stems(twins)
     assert len({s.lower() for s in stems.values()}) == 2
+
+
+def test_kill_view_cells_per_scenario() -> None:
+    selftest = load_results(FIXTURES / "selftest.json")
+    view = build_kill_view(selftest, lambda t: f"trials/{t.id}.html")
+    assert view is not None
+    assert view.scenarios == (
+        "crash_after_external_success",
+        "crash_before_external_call",
+        "lease_expiry_slow_worker",
+    )
+    rows = {r.mutant.name: r for r in view.rows}
+    fresh = [c.status for c in rows["fresh_key_per_attempt"].cells]
+    assert fresh == ["killed", "survived", "killed"]
+    assert [c.status for c in rows["ack_before_effect"].cells] == ["survived", "survived", None]
+    assert rows["timeout_as_failure"].mutant.caught_as_expected is False
+    assert rows["fresh_key_per_attempt"].links[0].href == (
+        "trials/crash_after_external_success.idempotent.SIGKILL.sqlite.process"
+        ".fresh_key_per_attempt.html"
+    )
+    assert build_kill_view(load_results(FIXTURES / "run_small.json"), str) is None
