@@ -82,7 +82,9 @@ class ProviderApp:
                 "POST": lambda: self._write(req, path),
                 "GET": lambda: self._lookup(req, path, query),
             },
-            "/_oracle/arrivals": {"GET": lambda: Reply.json(200, self.store.arrivals())},
+            "/_oracle/arrivals": {
+                "GET": lambda: Reply.json(200, self.store.arrivals(after=_after(query)))
+            },
             "/_oracle/effects": {"GET": lambda: Reply.json(200, self.store.effects())},
         }
         methods = routes.get(path)
@@ -328,6 +330,13 @@ def _parse_body(req: Request) -> dict[str, Any] | Problem:
     if not isinstance(parsed, dict):
         return Problem(400, f"body is a JSON {type(parsed).__name__}; send a JSON object")
     return parsed
+
+
+def _after(query: dict[str, list[str]]) -> int:
+    raw = first_param(query, "after") or "0"
+    if not raw.isdigit():
+        raise Problem(400, f"after={raw!r} must be an arrival id (a non-negative integer)")
+    return int(raw)
 
 
 def _str_field(body: dict[str, Any] | None, name: str) -> str | None:

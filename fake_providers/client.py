@@ -96,10 +96,13 @@ class ProviderClient:
         """Disarm every fault and drop every held request; returns how many were held."""
         return int(self._call("POST", "/_control/reset")["released"])
 
-    def arrivals(self) -> list[Arrival]:
-        return [Arrival.from_json(a) for a in self._call("GET", "/_oracle/arrivals")]
+    def arrivals(self, *, after: int = 0) -> list[Arrival]:
+        """Every arrival in order, or only those with ``id > after``."""
+        params = {"after": str(after)} if after else None
+        return [Arrival.from_json(a) for a in self._call("GET", "/_oracle/arrivals", params=params)]
 
     def effects(self) -> list[Effect]:
+        """Every committed effect, in commit order: the ground truth."""
         return [Effect.from_json(e) for e in self._call("GET", "/_oracle/effects")]
 
     # -- plumbing -------------------------------------------------------------------

@@ -60,6 +60,10 @@ class _Handler(BaseHTTPRequestHandler):
     # Unparseable request lines would otherwise be answered HTTP/0.9 style, with no
     # status line at all; a client should always see a status and a problem body.
     default_request_version = "HTTP/1.0"
+    # A client that sends half a request, or parks an idle keep-alive connection,
+    # must not pin a thread forever. Holds wait on an event, not the socket, so this
+    # never cuts a hold short.
+    timeout = 300.0
     _drop = False
     _peer_pid: int | None = None
     _peer_known = False

@@ -197,9 +197,12 @@ class Store:
             ).fetchone()
         return None if row is None else str(row[0])
 
-    def arrivals(self) -> list[dict[str, Any]]:
+    def arrivals(self, *, after: int = 0) -> list[dict[str, Any]]:
+        """Arrivals with ``id > after``, in arrival order (``after`` pages a growing log)."""
         with self._lock:
-            rows = self._db.execute(f"SELECT {_ARRIVAL_COLUMNS} FROM arrivals ORDER BY id")
+            rows = self._db.execute(
+                f"SELECT {_ARRIVAL_COLUMNS} FROM arrivals WHERE id > ? ORDER BY id", (after,)
+            )
             names = [d[0] for d in rows.description]
             out = [dict(zip(names, r, strict=True)) for r in rows.fetchall()]
         for a in out:

@@ -23,8 +23,9 @@ Start = Callable[..., ProviderProcess]
 def start(tmp_path: Path) -> Iterator[Start]:
     started: list[ProviderProcess] = []
 
-    def _start(kind: str, **kw: float) -> ProviderProcess:
-        p = start_provider(kind, state_path=tmp_path / f"{kind}-{len(started)}.db", **kw)
+    def _start(kind: str, *, key_ttl_s: float = 86400.0) -> ProviderProcess:
+        path = tmp_path / f"{kind}-{len(started)}.db"
+        p = start_provider(kind, state_path=path, key_ttl_s=key_ttl_s)
         started.append(p)
         return p
 

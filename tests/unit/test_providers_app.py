@@ -124,8 +124,16 @@ def test_bad_requests_are_still_recorded_as_arrivals(idem: ProviderApp) -> None:
     assert (arrival["job_id"], arrival["status"], arrival["committed"]) == ("j-1", 400, False)
 
 
+def test_arrivals_page_after_an_id(idem: ProviderApp) -> None:
+    for key in ("a", "b", "c"):
+        post(idem, {"job_id": "j-1"}, key=key)
+    page = json.loads(get(idem, "/_oracle/arrivals?after=1").body)
+    assert [a["idempotency_key"] for a in page] == ["b", "c"]
+    assert get(idem, "/_oracle/arrivals?after=-1").status == 400
+
+
 def test_an_internal_error_is_still_problem_json(idem: ProviderApp) -> None:
-    def broken() -> list[dict[str, Any]]:
+    def broken(*, after: int = 0) -> list[dict[str, Any]]:
         raise RuntimeError("disk on fire")
 
     idem.store.arrivals = broken  # type: ignore[method-assign]

@@ -88,6 +88,12 @@ def test_arrivals_parse_and_ignore_unknown_fields(
     assert (arrival.job_id, arrival.committed, arrival.effect_id) == ("j-0001", True, 7)
 
 
+def test_arrivals_after_sends_the_cursor(mock: respx.MockRouter, client: ProviderClient) -> None:
+    route = mock.get("/_oracle/arrivals").mock(httpx.Response(200, json=[]))
+    assert client.arrivals(after=5) == []
+    assert route.calls.last.request.url.params["after"] == "5"
+
+
 def test_wait_held_polls_until_held(mock: respx.MockRouter, client: ProviderClient) -> None:
     route = mock.get("/_control/faults/f-1/held").mock(
         side_effect=[_problem(408, "not yet"), httpx.Response(200, json=HELD)]
