@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import sys
 import threading
@@ -15,6 +16,17 @@ import pytest
 from fake_providers import Fault, ProviderProcess, start_provider
 
 pytestmark = pytest.mark.process
+
+#: One pooled client for the whole module; an empty TLS context skips loading the CA
+#: bundle, which costs up to 200 ms per client on a loaded machine (providers are HTTP).
+HTTP = httpx.Client(timeout=30.0, verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_http() -> Iterator[None]:
+    yield
+    HTTP.close()
+
 
 Start = Callable[..., ProviderProcess]
 
@@ -38,10 +50,10 @@ def _write(
     p: ProviderProcess, job: str, *, key: str | None = None, marker: str = "m"
 ) -> httpx.Response:
     if p.kind == "idempotent":
-        return httpx.post(
+        return HTTP.post(
             f"{p.url}/v1/effects", json={"job_id": job}, headers={"Idempotency-Key": key or job}
         )
-    return httpx.post(f"{p.url}/v1/sends", json={"job_id": job, "client_marker": marker})
+    return HTTP.post(f"{p.url}/v1/sends", json={"job_id": job, "client_marker": marker})
 
 
 class Background:
@@ -92,7 +104,7 @@ def test_hold_before_commit_drop_commits_nothing(start: Start) -> None:
     p.client.wait_held(fault_id, timeout_s=10.0)
     # While held, the key is in flight: a concurrent retry is told so, and a lookup agrees.
     assert _write(p, "j-1", key="k").status_code == 409
-    look = httpx.get(f"{p.url}/v1/effects", params={"idempotency_key": "k"})
+    look = HTTP.get(f"{p.url}/v1/effects", params={"idempotency_key": "k"})
     assert look.json() == {"state": "in_flight", "response": None}
     p.client.release(fault_id, "drop")
     bg.join()
@@ -208,7 +220,7 @@ def test_fail_lookup_answers_503_n_times(start: Start, kind: str) -> None:
         else ("/v1/sends", "client_marker")
     )
     value = "k" if kind == "idempotent" else "m"
-    statuses = [httpx.get(p.url + path, params={param: value}).status_code for _ in range(3)]
+    statuses = [HTTP.get(p.url + path, params={param: value}).status_code for _ in range(3)]
     assert statuses == [503, 503, 200]
     assert [a.fault for a in p.client.arrivals() if a.kind == "lookup"] == [
         "fail_lookup",
