@@ -7,9 +7,9 @@ Jinja2's autoescaping covers every string that came from a worker or provider.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 
+from reports.axis import Break, Tick, build_axis
 from reports.model import TimelineEvent, Trial
 
 LANE_H = 44
@@ -20,7 +20,7 @@ MAX_LABEL_CHARS = 26
 LANE_CHAR_W = 7.4
 PLOT_W = 1100
 TOP = 30
-BOTTOM = 14
+BOTTOM = 20
 #: Approximate width (px) of one character of a 10px label, to keep labels apart.
 CHAR_W = 5.8
 
@@ -112,12 +112,6 @@ class Lane:
 
 
 @dataclass(frozen=True)
-class Tick:
-    x: float
-    label: str
-
-
-@dataclass(frozen=True)
 class Timeline:
     width: int
     height: int
@@ -125,6 +119,7 @@ class Timeline:
     lanes: tuple[Lane, ...]
     marks: tuple[Mark, ...]
     ticks: tuple[Tick, ...]
+    breaks: tuple[Break, ...]
     #: x of each signal sent: drawn as a rule across all lanes, the moment of the crash.
     rules: tuple[float, ...]
     groups: tuple[str, ...]
@@ -159,12 +154,12 @@ def layout(trial: Trial, highlighted: frozenset[int] = frozenset()) -> Timeline 
     longest = max(len(s) for s in sources)
     label_w = max(MIN_LABEL_W, round(min(longest, MAX_LABEL_CHARS) * LANE_CHAR_W) + 24)
     lane_y = {s: TOP + LANE_H * i + LANE_H / 2 for i, s in enumerate(sources)}
-    t_max_ms = max(e.t for e in events) * 1000.0
-    step_ms = _tick_step(t_max_ms)
-    span_ms = max(step_ms, math.ceil(t_max_ms / step_ms) * step_ms)
+    axis = build_axis(
+        [e.t * 1000.0 for e in events], x0=label_w + 16.0, x1=float(label_w + PLOT_W - 40)
+    )
 
     def x_of(t_s: float) -> float:
-        return round(label_w + 16 + (PLOT_W - 56) * (t_s * 1000.0) / span_ms, 2)
+        return axis.x(t_s * 1000.0)
 
     marks = []
     # Right edge of the last label per (lane, row): labels go above the mark, or below when the one
@@ -193,17 +188,14 @@ def layout(trial: Trial, highlighted: frozenset[int] = frozenset()) -> Timeline 
                 title=event_title(e),
             )
         )
-    ticks = tuple(
-        Tick(x=x_of(ms / 1000.0), label=_ms(ms))
-        for ms in _frange(0.0, span_ms + step_ms / 2, step_ms)
-    )
     return Timeline(
         width=label_w + PLOT_W,
         height=TOP + LANE_H * len(sources) + BOTTOM,
         plot_left=label_w,
         lanes=tuple(Lane(source=s, y=lane_y[s]) for s in sources),
         marks=tuple(marks),
-        ticks=ticks,
+        ticks=axis.ticks,
+        breaks=axis.breaks,
         rules=tuple(m.x for m in marks if m.event.kind == "signal"),
         groups=tuple(dict.fromkeys(m.group for m in marks)),
         outcomes=tuple(dict.fromkeys(m.outcome for m in marks if m.outcome)),
@@ -217,24 +209,3 @@ def event_title(e: TimelineEvent) -> str:
     if e.fields:
         parts.append(json.dumps(dict(e.fields), sort_keys=True, default=str, ensure_ascii=False))
     return "\n".join(parts)
-
-
-def _tick_step(span_ms: float) -> float:
-    """A 1/2/5 x 10^n step giving about six ticks."""
-    if span_ms <= 0:
-        return 1.0
-    raw = span_ms / 6
-    base = 10 ** math.floor(math.log10(raw))
-    for m in (1, 2, 5, 10):
-        if raw <= m * base:
-            return float(m * base)
-    return float(10 * base)
-
-
-def _frange(start: float, stop: float, step: float) -> list[float]:
-    n = int((stop - start) // step) + 1
-    return [start + i * step for i in range(n) if start + i * step <= stop]
-
-
-def _ms(ms: float) -> str:
-    return f"{ms:g} ms" if ms < 10_000 else f"{ms / 1000:g} s"

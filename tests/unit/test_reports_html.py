@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from reports import load_results, write_html
+from reports.axis import build_axis, tick_step
 from reports.html import _asset_text, json_for_script
 from reports.kill_view import build_kill_view
 from reports.matrix import build_matrix
 from reports.model import Results
 from reports.pages import page_stems, safe_stem
-from reports.timeline import _tick_step, lane_order, layout
+from reports.timeline import lane_order, layout
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
 PAYLOAD_MARKERS = ("<script>window.__xss", "<img src=x", "</script><script>")
@@ -258,7 +259,7 @@ def test_timeline_labels_never_overlap_in_a_lane(run_small: Results) -> None:
 
 @pytest.mark.parametrize(("span", "step"), [(0, 1), (7, 2), (1080, 200), (10020, 2000), (55, 10)])
 def test_tick_step(span: float, step: float) -> None:
-    assert _tick_step(span) == step
+    assert tick_step(span) == step
 
 
 def test_lane_order() -> None:
@@ -308,3 +309,38 @@ def test_kill_view_cells_per_scenario() -> None:
         ".fresh_key_per_attempt.html"
     )
     assert build_kill_view(load_results(FIXTURES / "run_small.json"), str) is None
+
+
+def test_axis_without_gaps_is_linear_from_zero() -> None:
+    axis = build_axis([3.0, 11.0, 24.0, 60.0], x0=100.0, x1=700.0)
+    assert axis.breaks == ()
+    assert axis.x(0.0) == 100.0
+    assert axis.x(60.0) == 700.0  # 60 ms is a whole number of 10 ms steps
+    assert axis.x(30.0) == 400.0
+    assert [t.label for t in axis.ticks] == [f"{ms} ms" for ms in range(0, 70, 10)]
+
+
+def test_axis_cuts_long_idle_gaps_and_stays_monotonic() -> None:
+    times = [0.0, 11.0, 24.0, 32.0, 36.0, 1040.0, 1052.0, 1080.0]
+    axis = build_axis(times, x0=100.0, x1=1200.0)
+    assert len(axis.breaks) == 1
+    assert axis.breaks[0].label.startswith("+")
+    xs = [axis.x(t) for t in times]
+    assert xs == sorted(xs)
+    assert len(set(xs)) == len(xs)
+    assert xs[0] >= 100.0
+    assert xs[-1] <= 1200.0
+    # Both clusters get real room: the early events span more than a tenth of the plot.
+    assert xs[4] - xs[0] > 110
+    assert axis.breaks[0].x > xs[4]
+    assert axis.breaks[0].x < xs[5]
+    ticks = [t.x for t in axis.ticks]
+    assert ticks == sorted(ticks)
+    assert all(100.0 <= x <= 1200.0 for x in ticks)
+
+
+def test_timeline_of_violated_trial_has_a_break(run_small: Results) -> None:
+    trial = run_small.trial("crash_after_external_success.plain.SIGKILL.sqlite.process.s2")
+    tl = layout(trial)
+    assert tl is not None
+    assert len(tl.breaks) == 1
