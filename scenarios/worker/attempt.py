@@ -57,10 +57,17 @@ class Attempt:
         self.bug = bug
         self.log = log
         self.cap: int | None = None if bug("uncapped_retries") else cfg.max_attempts
+        #: An outcome reached the ledger (the boundary ``after_local_write`` follows it).
+        self.wrote = False
 
     # -- the steps ----------------------------------------------------------------
 
     def run(self) -> None:
+        self.steps()
+        if self.wrote:
+            failpoint("after_local_write", self.c.job_id, self.c.attempt)
+
+    def steps(self) -> None:
         c = self.c
         failpoint("after_claim", c.job_id, c.attempt)
         spec = self.cfg.provider(c.provider)
@@ -113,7 +120,6 @@ class Attempt:
             # MUTANT key_persisted_after_call: the record of the call comes too late.
             self.ledger.mark_submitted(c, key=key, marker=marker, now=time.monotonic())
         self.settle(spec, sent)
-        failpoint("after_local_write", c.job_id, c.attempt)
 
     def lease_held(self) -> bool:
         """Renew on the attempt's own connection; refuse to call out on a stale lease."""
@@ -206,4 +212,5 @@ class Attempt:
             reason=reason,
         )
         self.log("result", outcome=outcome, accepted=accepted, reason=reason)
+        self.wrote = self.wrote or accepted
         return accepted
