@@ -361,7 +361,7 @@ def test_skip_reconcile_after_restart(rig: Rig, broken: bool) -> None:
     w1 = rig.start(mutant)
     rig.settle()
     w1.signal(signal.SIGTERM)
-    w1.popen.wait(5)
+    assert w1.popen.wait(5) == 0, "SIGTERM is a clean exit"
     rig.target.restore(snapshot)
     assert rig.view().job(rig.job).delivery_state == "queued"  # type: ignore[union-attr]
     rig.start(mutant, recovery=True)
