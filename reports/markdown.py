@@ -18,6 +18,7 @@ _ICONS = {
     "not_reached": "⭕",
     "inconclusive": "❔",
     "skipped": "⏭️",
+    "empty": "⚠️",
 }
 
 
@@ -41,7 +42,9 @@ def markdown_summary(results: Results) -> str:
     s = results.summary
     matrix = build_matrix(results)
     worst = (
-        "violated"
+        "empty"
+        if not s.total
+        else "violated"
         if s.violated
         else "inconclusive"
         if s.inconclusive
@@ -60,6 +63,8 @@ def markdown_summary(results: Results) -> str:
         f"({matrix.coverage:.0%}) |",
         "",
     ]
+    if not s.total:
+        lines += ["No trials ran: nothing was proven.", ""]
     violated = [t for t in results.trials if t.verdict == "violated"]
     if violated:
         lines += [

@@ -344,3 +344,10 @@ def test_timeline_of_violated_trial_has_a_break(run_small: Results) -> None:
     tl = layout(trial)
     assert tl is not None
     assert len(tl.breaks) == 1
+
+
+def test_empty_run_renders(tmp_path: Path, run_small: Results) -> None:
+    index = write_html(dataclasses.replace(run_small, trials=()), tmp_path)
+    text = index.read_text(encoding="utf-8")
+    assert "This run has no trials" in text
+    assert 'data-count="total">0<' in text

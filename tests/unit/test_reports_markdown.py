@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from reports import load_results, markdown_summary
@@ -39,3 +40,10 @@ def test_md_escaping() -> None:
     assert md_code("a`b") == "``a`b``"
     assert md_code("`x") == "`` `x ``"
     assert md_code("p|q") == "`p\\|q`"
+
+
+def test_summary_of_no_trials_does_not_claim_success() -> None:
+    empty = dataclasses.replace(load_results(FIXTURES / "run_small.json"), trials=())
+    text = markdown_summary(empty)
+    assert "✅" not in text
+    assert "No trials ran" in text
