@@ -4,6 +4,11 @@ WAL with ``synchronous=FULL`` and a commit before every response: whatever a cli
 was told (201) survives a SIGKILL of the provider. One connection behind one lock keeps
 the idempotency-key check and the effect insert atomic without relying on SQLite's
 busy handling; the fake never needs more throughput than that gives.
+
+Bookkeeping that acknowledges nothing (recording an arrival, reserving a key, noting a
+fault) commits with ``synchronous=NORMAL``: in WAL mode that is still durable against a
+process kill, and the next FULL commit fsyncs the WAL, those frames included. It saves
+two of the three fsyncs a write would otherwise cost (fsync dominates a write's time).
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,10 +145,20 @@ class Store:
         with self._lock:
             self._db.close()
 
+    @contextmanager
+    def _bookkeeping(self) -> Iterator[None]:
+        """Hold the lock and commit without fsync: for writes that acknowledge nothing."""
+        with self._lock:
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            try:
+                yield
+            finally:
+                self._db.execute("PRAGMA synchronous=FULL")
+
     # -- arrivals -------------------------------------------------------------------
 
     def record_arrival(self, a: ArrivalIn) -> int:
-        with self._lock:
+        with self._bookkeeping():
             cur = self._db.execute(
                 "INSERT INTO arrivals (t_mono, t_wall, provider, kind, method, path, job_id,"
                 " idempotency_key, client_marker, fingerprint, fencing_token, worker_id,"
@@ -174,7 +190,7 @@ class Store:
         fault: str | None = None,
     ) -> None:
         """Record how a request ended; ``committed``/``effect_id`` are set by the commit."""
-        with self._lock:
+        with self._bookkeeping():
             self._db.execute(
                 "UPDATE arrivals SET status = ?, replayed = ?, fault = COALESCE(?, fault)"
                 " WHERE id = ?",
@@ -182,7 +198,7 @@ class Store:
             )
 
     def mark_fault(self, arrival_id: int, fault: str) -> None:
-        with self._lock:
+        with self._bookkeeping():
             self._db.execute("UPDATE arrivals SET fault = ? WHERE id = ?", (fault, arrival_id))
 
     def job_of(self, column: str, value: str) -> str | None:
@@ -282,7 +298,7 @@ class Store:
 
     def reserve_key(self, key: str, fingerprint: str) -> KeyDecision:
         """Decide a keyed write: reserve a new key, or say why it cannot run again."""
-        with self._lock:
+        with self._bookkeeping():
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 decision = self._reserve(key, fingerprint)
@@ -318,7 +334,7 @@ class Store:
 
     def release_key(self, key: str) -> None:
         """Forget an in-flight key whose request ended without executing."""
-        with self._lock:
+        with self._bookkeeping():
             self._db.execute(
                 "DELETE FROM idempotency_keys WHERE key = ? AND state = 'in_flight'", (key,)
             )

@@ -160,3 +160,11 @@ def test_lookup_job_comes_from_the_first_write(store: Store) -> None:
     assert store.job_of("client_marker", "other") is None
     with pytest.raises(ValueError, match="column="):
         store.job_of("job_id; DROP TABLE effects", "x")
+
+
+def test_effect_log_is_wal_and_full_sync_after_bookkeeping(store: Store) -> None:
+    store.record_arrival(ArrivalIn(kind="write", method="POST", path="/v1/effects"))
+    store.reserve_key("k", "fp")
+    db = store._db  # the durability settings are the point of this test
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
