@@ -7,6 +7,7 @@ and argv a backend starts workers with, and reads the ledger back for the oracle
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -64,13 +65,21 @@ class ReferenceTarget:
             dsn, in_dsn = split_dsn(dsn)
             self.schema = schema or in_dsn
         self.dsn = dsn
-        self._ledger: LedgerStore | None = None
+        # One connection per calling thread: two triggers "at the same moment" must race in
+        # the database (where the unique job id decides), not trip over one connection.
+        self._local = threading.local()
+        self._opened: list[LedgerStore] = []
+        self._lock = threading.Lock()
 
     @property
     def ledger(self) -> LedgerStore:
-        if self._ledger is None:
-            self._ledger = open_ledger(self.dsn, schema=self.schema, base_dir=self.state_dir)
-        return self._ledger
+        store: LedgerStore | None = getattr(self._local, "store", None)
+        if store is None:
+            store = open_ledger(self.dsn, schema=self.schema, base_dir=self.state_dir)
+            self._local.store = store
+            with self._lock:
+                self._opened.append(store)
+        return store
 
     def setup(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -161,9 +170,11 @@ class ReferenceTarget:
         return [sys.executable, "-m", "scenarios.worker"]
 
     def close(self) -> None:
-        if self._ledger is not None:
-            self._ledger.close()
-            self._ledger = None
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for store in opened:
+            store.close()
+        self._local = threading.local()
 
     def __enter__(self) -> ReferenceTarget:
         return self
