@@ -48,6 +48,11 @@ from fake_providers.models import KINDS
     help="A hold nobody releases ends as a drop after this many seconds.",
 )
 @click.option(
+    "--exit-on-stdin-eof",
+    is_flag=True,
+    help="Stop when stdin closes (a launcher's pipe: stop when the launcher dies).",
+)
+@click.option(
     "--no-peer-pid",
     is_flag=True,
     help="Do not resolve the client's pid for arrivals (saves a /proc scan).",
@@ -60,6 +65,7 @@ def serve(
     key_ttl_s: float,
     host: str,
     hold_max_s: float,
+    exit_on_stdin_eof: bool,
     no_peer_pid: bool,
 ) -> None:
     """Serve one provider until SIGTERM; prints one JSON ready line with its URL."""
@@ -84,4 +90,4 @@ def serve(
         raise click.ClickException(
             f"cannot serve on {host}:{port} with state {state}: {exc}"
         ) from exc
-    serve_forever(server)
+    serve_forever(server, exit_on_stdin_eof=exit_on_stdin_eof)

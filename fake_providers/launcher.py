@@ -79,6 +79,7 @@ class ProviderProcess:
             except subprocess.TimeoutExpired:
                 self._signal(signal.SIGKILL)
                 self._proc.wait()
+        _close_pipes(self._proc)
         _live.discard(self)
 
     def kill(self) -> None:
@@ -86,6 +87,7 @@ class ProviderProcess:
         if self._proc.poll() is None:
             self._signal(signal.SIGKILL)
         self._proc.wait()
+        _close_pipes(self._proc)
         _live.discard(self)
 
     def restart(self) -> None:
@@ -132,13 +134,15 @@ class ProviderProcess:
             repr(self.key_ttl_s),
             "--hold-max-s",
             repr(self._hold_max_s),
+            "--exit-on-stdin-eof",
         ]
         if not self._peer_pids:
             argv.append("--no-peer-pid")
         with open(self.log_path, "ab") as log:
             proc = subprocess.Popen(
                 argv,
-                stdin=subprocess.DEVNULL,
+                # Never written to: when this process dies, the provider sees EOF and stops.
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
                 # Own process group, so kill() reaches the provider and nothing else.
@@ -150,8 +154,7 @@ class ProviderProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
+            _close_pipes(proc)
             raise
         _live.add(self)
         self.url = str(ready["url"])
@@ -235,6 +238,13 @@ def start_provider(
         startup_timeout_s=startup_timeout_s,
     )
     return p
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 @atexit.register

@@ -178,9 +178,15 @@ def build(
     return ProviderServer((host, port), app, peer_pids=peer_pids)
 
 
-def serve_forever(server: ProviderServer) -> None:
-    """Serve until SIGTERM or SIGINT, then release every hold and stop."""
+def serve_forever(server: ProviderServer, *, exit_on_stdin_eof: bool = False) -> None:
+    """Serve until SIGTERM or SIGINT (or stdin's EOF), then release every hold and stop."""
     stop = threading.Event()
+    if exit_on_stdin_eof:
+        # The launcher holds the other end of this pipe; the kernel closes it when the
+        # launcher dies, even by SIGKILL, so an orphaned provider stops by itself.
+        threading.Thread(
+            target=_stop_at_eof, args=(stop,), name="provider-parent", daemon=True
+        ).start()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
@@ -200,3 +206,12 @@ def serve_forever(server: ProviderServer) -> None:
     server.app.board.close()
     server.shutdown()
     server.server_close()
+
+
+def _stop_at_eof(stop: threading.Event) -> None:
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    except OSError:
+        pass
+    stop.set()

@@ -74,8 +74,45 @@ def test_stop_and_kill_leave_no_process(tmp_path: Path) -> None:
     a.stop()
     b.kill()
     for p in (a, b):
-        assert not psutil.pid_exists(p.pid) or psutil.Process(p.pid).status() == "zombie"
+        assert not _running(p.pid)
         p.close()
+
+
+def test_provider_stops_when_its_launcher_is_killed(tmp_path: Path) -> None:
+    code = (
+        "import sys; from fake_providers import start_provider;"
+        "p = start_provider('plain', state_path=sys.argv[1]);"
+        "print(p.pid, flush=True); sys.stdin.read()"
+    )
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "s.db")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert launcher.stdout is not None
+    assert launcher.stdin is not None
+    try:
+        pid = int(launcher.stdout.readline())
+        assert psutil.pid_exists(pid)
+        launcher.kill()  # no atexit, no finalizer: only the pipe tells the provider
+        launcher.wait(5.0)
+        deadline = time.monotonic() + 5.0
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _running(pid), f"provider {pid} outlived its SIGKILLed launcher"
+    finally:
+        launcher.kill()
+        launcher.wait()
+        launcher.stdout.close()
+        launcher.stdin.close()
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_log_file_survives_a_kill(provider: ProviderProcess) -> None:
