@@ -2,7 +2,7 @@
 
 Trials spend most of their time waiting (a lease expiring, a quiescence poll), so on a
 linear axis every interesting event crowds into a few pixels at each end. Gaps longer
-than 30% of the trial (and 100 ms) are cut out and drawn as a break (labelled with the time
+than 15% of the trial (and 100 ms) are cut out and drawn as a break (labelled with the time
 skipped); each remaining segment keeps a linear scale of its own, and time still only
 grows to the right.
 """
@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: A gap is cut when it is longer than this share of the trial and than MIN_GAP_MS.
-GAP_SHARE = 0.3
+GAP_SHARE = 0.15
 MIN_GAP_MS = 100.0
 MAX_BREAKS = 4
 BREAK_W = 34.0
 #: Smallest share of the plot a segment gets, so a lone event still has room.
-MIN_SEGMENT_SHARE = 0.14
+MIN_SEGMENT_SHARE = 0.1
 TICK_EVERY_PX = 110.0
 
 
@@ -62,9 +62,9 @@ class TimeAxis:
 
 
 def build_axis(times_ms: Sequence[float], *, x0: float, x1: float) -> TimeAxis:
-    """An axis from ``x0`` to ``x1`` px covering ``times_ms`` (and the trial start, 0)."""
+    """An axis from ``x0`` to ``x1`` px covering ``times_ms`` and the trial start (0 ms)."""
     points = sorted({0.0, *times_ms})
-    end = points[-1]
+    first, end = points[0], points[-1]
     gaps = [
         (b - a, a, b)
         for a, b in itertools.pairwise(points)
@@ -72,12 +72,13 @@ def build_axis(times_ms: Sequence[float], *, x0: float, x1: float) -> TimeAxis:
     ]
     cuts = sorted(sorted(gaps, reverse=True)[:MAX_BREAKS], key=lambda g: g[1])
     if not cuts:
-        step = tick_step(end)
-        t1 = max(step, math.ceil(end / step) * step)
-        seg = Segment(0.0, t1, x0, x1)
+        step = tick_step(end - first)
+        t0 = math.floor(first / step) * step
+        t1 = max(t0 + step, math.ceil(end / step) * step)
+        seg = Segment(t0, t1, x0, x1)
         return TimeAxis((seg,), _ticks(seg, step), ())
     spans: list[tuple[float, float]] = []
-    start = 0.0
+    start = first
     for _, a, b in cuts:
         spans.append((start, a))
         start = b
@@ -86,7 +87,13 @@ def build_axis(times_ms: Sequence[float], *, x0: float, x1: float) -> TimeAxis:
     # Pad each segment so marks at its ends do not sit on the break.
     padded = [(a - 0.04 * active if i else a, b + 0.04 * active) for i, (a, b) in enumerate(spans)]
     usable = (x1 - x0) - BREAK_W * len(cuts)
-    weights = [b - a for a, b in padded]
+    # Width follows both how long a segment lasts and how many events it holds: a burst
+    # of events in a few milliseconds needs room, an idle stretch with one mark does not.
+    durations = [b - a for a, b in padded]
+    counts = [sum(1 for t in times_ms if a <= t <= b) for a, b in spans]
+    weights = [
+        d / sum(durations) + n / max(1, sum(counts)) for d, n in zip(durations, counts, strict=True)
+    ]
     floor = MIN_SEGMENT_SHARE * sum(weights)
     weights = [max(w, floor) for w in weights]
     total = sum(weights)
@@ -129,8 +136,8 @@ def _ticks(seg: Segment, step: float) -> tuple[Tick, ...]:
 
 
 def _ms(ms: float) -> str:
-    ms = round(ms, 6)
-    return f"{ms:g} ms" if ms < 10_000 else f"{ms / 1000:g} s"
+    ms = round(ms, 6) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return f"{ms:g} ms" if abs(ms) < 10_000 else f"{ms / 1000:g} s"
 
 
 def _duration(ms: float) -> str:

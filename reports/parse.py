@@ -159,6 +159,8 @@ def results_from_dict(data: object, *, source: str = "<results>") -> Results:
     environment = r.obj(top.get("environment", {}), "environment")
     env: dict[str, str | None] = {}
     for key, value in environment.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = str(value)  # a version written as a number is still a version
         if value is not None and not isinstance(value, str):
             r.fail(f"environment.{key}", f"expected a version string or null, got {_show(value)}")
         env[key] = value
@@ -225,9 +227,11 @@ def _trial(r: _Reader, value: object, where: str) -> Trial:
 
 def _event(r: _Reader, value: object, index: int, where: str) -> TimelineEvent:
     data = r.obj(value, where)
+    # Negative times are kept: a provider's clock reading from just before the trial's
+    # t0 is still a real event, and the timeline axis extends left to show it.
     t = r.get(data, "t", where, float)
-    if t < 0:
-        r.fail(f"{where}.t", f"expected seconds since the trial started (>= 0), got {t!r}")
+    if t != t or t in (float("inf"), float("-inf")):
+        r.fail(f"{where}.t", f"expected seconds since the trial started, got {t!r}")
     return TimelineEvent(
         index=index,
         t=t,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from reports.axis import Break, Tick, build_axis
 from reports.model import TimelineEvent, Trial
 
-LANE_H = 44
+LANE_H = 52
 #: Lane labels get between these widths (px); longer sources are shortened with "…"
 #: (the full name stays in the lane's tooltip).
 MIN_LABEL_W = 96
@@ -170,7 +170,7 @@ def layout(trial: Trial, highlighted: frozenset[int] = frozenset()) -> Timeline 
         y = lane_y[e.source]
         label, label_dy = "", 0.0
         half = len(e.kind) * CHAR_W / 2
-        for label_row, dy in ((0, -11.0), (1, 21.0)):
+        for label_row, dy in ((0, -11.0), (1, 19.0)):
             if x - half >= last_x.get((e.source, label_row), -1e9) + 4:
                 last_x[(e.source, label_row)] = x + half
                 label, label_dy = e.kind, dy

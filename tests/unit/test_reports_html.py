@@ -351,3 +351,10 @@ def test_empty_run_renders(tmp_path: Path, run_small: Results) -> None:
     text = index.read_text(encoding="utf-8")
     assert "This run has no trials" in text
     assert 'data-count="total">0<' in text
+
+
+def test_axis_extends_left_for_events_before_t0() -> None:
+    axis = build_axis([-4.0, 0.0, 12.0], x0=0.0, x1=600.0)
+    assert axis.x(-4.0) >= 0.0
+    assert axis.x(-4.0) < axis.x(0.0) < axis.x(12.0)
+    assert axis.ticks[0].label.startswith("-")
