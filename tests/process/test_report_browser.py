@@ -131,6 +131,18 @@ def test_index_counts_filter_hide_held_and_keyboard(
     assert visible_rows(pg, "trial-list") == results.summary.total - results.status_counts["held"]
     pg.uncheck("#hide-held")
 
+    # Sorting a matrix column puts its worst cell first; the row header sorts back.
+    worst_col = next(
+        i
+        for i, col in enumerate(matrix.columns)
+        if any(r.cells[i].status == "violated" for r in matrix.rows)
+    )
+    pg.click(f"#matrix thead button[data-col='{worst_col + 1}']")
+    first_row = pg.locator("#matrix tbody tr").first
+    assert first_row.locator("td").nth(worst_col).get_attribute("data-status") == "violated"
+    pg.click("#matrix thead button[data-col='0']")
+    assert pg.locator("#matrix tbody tr th .scenario").first.inner_text() == matrix.rows[0].scenario
+
     # Sorting the trial list by status puts the worst first.
     pg.click("#trial-list thead button[data-col='0']")
     assert pg.locator("#trial-list tbody tr").first.get_attribute("data-status") == "violated"
@@ -208,3 +220,20 @@ def test_self_contained_file_navigates_in_page(page: tuple[Any, Watch], tmp_path
     assert pg.locator(".index-view").is_hidden()
     assert pg.locator(".trial-section:visible svg.timeline").count() == 1
     assert pg.evaluate("typeof window.__xss") == "undefined"
+
+
+def test_selftest_kill_matrix_page(page: tuple[Any, Watch], tmp_path: Path) -> None:
+    pg, _ = page
+    results = build_report([FIXTURES / "selftest.json"], tmp_path)
+    assert results.kill_matrix is not None
+    pg.goto((tmp_path / "index.html").as_uri())
+    pg.click("text=Open the kill matrix")
+    pg.wait_for_url("**/kill-matrix.html")
+    assert pg.locator('[data-kill="killed"]').inner_text() == str(results.kill_matrix.killed)
+    rows = pg.locator("#kill-table tbody tr")
+    assert rows.count() == len(results.kill_matrix.mutants)
+    assert pg.locator("#kill-table tbody tr[data-status='survived']").count() == 1
+    pg.locator("#kill-table td[data-kill-cell='killed'] a").first.click()
+    pg.wait_for_load_state()
+    assert "/trials/" in pg.url
+    assert pg.locator("h1 .badge.s-violated").count() == 1
