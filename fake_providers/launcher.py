@@ -67,6 +67,11 @@ class ProviderProcess:
         """``{CRASHPOINT_PROVIDER_<NAME>_URL: url}`` to merge into a worker's environment."""
         return {self.env_var: self.url}
 
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once stopped or killed (0 after a clean stop), else None."""
+        return self._proc.poll()
+
     def alive(self) -> bool:
         return self._proc.poll() is None
 

@@ -209,8 +209,10 @@ def serve_forever(server: ProviderServer, *, exit_on_stdin_eof: bool = False) ->
 
 
 def _stop_at_eof(stop: threading.Event) -> None:
+    # The raw fd, not sys.stdin: a daemon thread blocked inside the buffered reader
+    # holds its lock, and interpreter shutdown then aborts ("_enter_buffered_busy").
     try:
-        while sys.stdin.buffer.read(4096):
+        while os.read(0, 4096):
             pass
     except OSError:
         pass

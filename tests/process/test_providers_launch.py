@@ -115,6 +115,12 @@ def _running(pid: int) -> bool:
         return False
 
 
+def test_stop_is_a_clean_exit(provider: ProviderProcess) -> None:
+    provider.stop()
+    assert provider.returncode == 0
+    assert provider.log_path.read_text() == ""
+
+
 def test_log_file_survives_a_kill(provider: ProviderProcess) -> None:
     provider.kill()
     assert provider.log_path.exists()
