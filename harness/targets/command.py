@@ -17,7 +17,8 @@ kind = "idempotent"
 Arguments naming a file beside ``crashpoint.toml`` are made absolute, because the worker
 runs in the trial's fresh state directory. Without a ledger the oracle judges from
 provider truth alone, and a trial is quiescent once every job has an effect and the
-provider has been quiet for a moment.
+provider has been quiet for longer than a lease (a crashed worker's job is taken over
+only once its lease has run out, so a shorter silence is not the end).
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ from harness.oracle import LedgerFacts
 KINDS = ("idempotent", "plain", "unqueryable")
 TARGET_KEYS = ("name", "command", "workers", "lease_ttl_s", "enqueue", "ledger")
 ENQUEUE_TIMEOUT_S = 10.0
-#: No arrival for this long (with every job served) counts as quiet.
+#: No arrival for this long (with every job served) counts as quiet ...
 QUIET_S = 0.3
+#: ... and for this many leases: a recovering worker acts only after a lease expires.
+QUIET_LEASES = 1.5
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,7 @@ class CommandAdapter:
         self.env: dict[str, str] = {}
         self._last_arrivals = -1
         self._quiet_since = 0.0
+        self._lease_ttl_s = config.lease_ttl_s
 
     def _abs(self, args: Iterable[str]) -> list[str]:
         out = []
@@ -206,6 +210,7 @@ class CommandAdapter:
         max_attempts: int,
     ) -> dict[str, str]:
         del mutant
+        self._lease_ttl_s = lease_ttl_s
         # The trial's lease (crashpoint.toml's, unless --lease-ttl-s overrides it): the
         # scenarios time their waits by it, so the worker must use the same one.
         env = {
@@ -224,7 +229,7 @@ class CommandAdapter:
         return dsn if dsn is not None and dsn.startswith("postgresql") else None
 
     def quiescent(self, jobs: Iterable[str]) -> bool:
-        """Every job has an effect, and no request arrived for a moment."""
+        """Every job has an effect, and no request arrived for longer than a lease."""
         if self.client is None:
             return False
         wanted = set(jobs)
@@ -234,7 +239,8 @@ class CommandAdapter:
         if arrivals != self._last_arrivals:
             self._last_arrivals, self._quiet_since = arrivals, now
             return False
-        return wanted <= served and now - self._quiet_since >= QUIET_S
+        quiet_s = max(QUIET_S, QUIET_LEASES * self._lease_ttl_s)
+        return wanted <= served and now - self._quiet_since >= quiet_s
 
     def ledger_facts(self) -> LedgerFacts | None:
         return None

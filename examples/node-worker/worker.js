@@ -1,0 +1,332 @@
+#!/usr/bin/env node
+'use strict';
+// node worker.js [--bug fresh-key]
+//
+// A billing worker in Node.js, standard library only, for crashpoint's command target.
+// It claims jobs from the file queue in queue.js and makes one effect per job at an
+// idempotent provider:
+//
+//   POST $CRASHPOINT_PROVIDER_BILLING_URL/v1/effects
+//   Idempotency-Key: effect-<job_id>        derived from the job only, never the attempt
+//   X-Worker-Id, X-Fencing-Token            who sends it, under which claim
+//   body: the job's "body", unchanged
+//
+// 201, or 200 replaying an earlier answer, confirms the effect: the answer is written to
+// queue/results/ and the job is acknowledged (moved to queue/done/). A timeout, a reset
+// connection or a 409 (the same key still in flight) leave the outcome *unknown*: the
+// worker never treats that as a failure worth a new key. It looks the key up
+// (GET /v1/effects?idempotency_key=...) and sends again, with the same key, only when the
+// provider has never seen it. A 5xx is a failure before commit: retried with backoff,
+// with the same key, until CRASHPOINT_MAX_ATTEMPTS writes were sent, then dead-lettered.
+// A job reclaimed after its lease ran out whose earlier owner had already sent a write is
+// reconciled the same way before anything is sent again.
+//
+// --bug fresh-key puts the attempt number in the key: every retry is a new effect. It is
+// here so crashpoint can show that it catches the bug.
+//
+// Environment (set by crashpoint): CRASHPOINT_PROVIDER_<NAME>_URL, CRASHPOINT_WORKER_ID,
+// CRASHPOINT_STATE_DIR, CRASHPOINT_LEASE_TTL_S, CRASHPOINT_MAX_ATTEMPTS,
+// CRASHPOINT_FAILPOINTS; optional CRASHPOINT_HTTP_TIMEOUT_S, CRASHPOINT_POLL_S.
+
+const fs = require('fs');
+const http = require('http');
+const net = require('net');
+const queue = require('./queue');
+
+// -- failpoints: the protocol, for any language ------------------------------------------
+// When CRASHPOINT_FAILPOINTS names a UNIX socket: connect once; at each boundary write one
+// JSON line {"point", "job", "attempt", "pid"} and wait for one line back
+// ({"action": "continue"}). While the worker waits, the harness may kill or stop it, so the
+// signal lands exactly at the boundary. Unset: return at once. If the harness goes away,
+// carry on as if failpoints were off.
+const FP_PATH = process.env.CRASHPOINT_FAILPOINTS || '';
+let fpSock = null; // connected once, at the first boundary
+let fpGone = false; // the harness went away: behave as if failpoints were off
+let fpBuf = '';
+let fpWaiting = null;
+
+function failpoint(point, job, attempt) {
+  if (!FP_PATH || fpGone) return Promise.resolve('continue');
+  if (!fpSock) {
+    fpSock = net.createConnection(FP_PATH).setEncoding('utf8');
+    fpSock.on('data', (chunk) => {
+      fpBuf += chunk;
+      const nl = fpBuf.indexOf('\n');
+      if (nl < 0 || !fpWaiting) return;
+      const reply = JSON.parse(fpBuf.slice(0, nl));
+      fpBuf = fpBuf.slice(nl + 1);
+      const resolve = fpWaiting;
+      fpWaiting = null;
+      resolve(reply.action || 'continue');
+    });
+    fpSock.on('error', () => {}); // 'close' follows
+    fpSock.on('close', () => {
+      fpGone = true;
+      if (fpWaiting) fpWaiting('continue');
+      fpWaiting = null;
+    });
+  }
+  return new Promise((resolve) => {
+    fpWaiting = resolve;
+    fpSock.write(`${JSON.stringify({ point, job, attempt, pid: process.pid })}\n`);
+  });
+}
+// -- end of the failpoint protocol -------------------------------------------------------
+
+const WORKER = process.env.CRASHPOINT_WORKER_ID || `node-${process.pid}`;
+const LEASE_MS = 1000 * (Number(process.env.CRASHPOINT_LEASE_TTL_S) || 1);
+const MAX_ATTEMPTS = Number(process.env.CRASHPOINT_MAX_ATTEMPTS) || 3;
+const HTTP_TIMEOUT_MS =
+  1000 * (Number(process.env.CRASHPOINT_HTTP_TIMEOUT_S) || Math.max(0.3, LEASE_MS / 1000));
+const POLL_MS = 1000 * (Number(process.env.CRASHPOINT_POLL_S) || 0.02);
+// Unknown outcomes that stay unreachable this many lookups in a row go to review.
+const MAX_UNAVAILABLE = 50;
+const BUGS = new Set(['fresh-key']);
+
+function parseArgs(argv) {
+  const bugs = new Set();
+  for (let i = 0; i < argv.length; i += 1) {
+    if (argv[i] === '--bug' && BUGS.has(argv[i + 1])) {
+      bugs.add(argv[i + 1]);
+      i += 1;
+    } else {
+      const usage = 'node worker.js [--bug fresh-key]';
+      process.stderr.write(`worker: unknown argument ${argv[i]}; usage: ${usage}\n`);
+      process.exit(2);
+    }
+  }
+  return bugs;
+}
+
+const bugs = parseArgs(process.argv.slice(2));
+
+function log(message) {
+  process.stderr.write(`[${WORKER}] ${message}\n`);
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function idempotencyKey(lease) {
+  if (bugs.has('fresh-key')) return `effect-${lease.job}-attempt-${lease.token}`;
+  return `effect-${lease.job}`;
+}
+
+function providerUrl(name) {
+  const env = `CRASHPOINT_PROVIDER_${String(name).toUpperCase().replace(/[^A-Z0-9]+/g, '_')}_URL`;
+  return process.env[env] || '';
+}
+
+// One HTTP exchange; resolves {status, body} or {error} (a timeout or a broken connection:
+// the outcome is unknown). Never rejects.
+function exchange(method, url, headers, body) {
+  return new Promise((resolve) => {
+    const all = { ...headers };
+    if (body !== undefined) all['Content-Length'] = Buffer.byteLength(body);
+    const options = { method, headers: all, agent: false, timeout: HTTP_TIMEOUT_MS };
+    const req = http.request(url, options, (res) => {
+      let data = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => {
+        data += chunk;
+      });
+      res.on('end', () => resolve({ status: res.statusCode, body: data }));
+      res.on('aborted', () => resolve({ error: 'response aborted' }));
+      res.on('error', (err) => resolve({ error: err.code || err.message }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', (err) => resolve({ error: err.code || err.message }));
+    req.end(body);
+  });
+}
+
+// -- the queue, from a worker's side ------------------------------------------------------
+
+// Claim the next ready job, or reclaim one whose lease ran out; null when there is none.
+function claim() {
+  const now = Date.now();
+  for (const name of queue.list('ready')) {
+    const job = decodeURIComponent(name.slice(0, -'.json'.length));
+    const lease = { job, token: 1, sends: 0, worker: WORKER, deadline: now + LEASE_MS };
+    if (queue.tryRename(queue.jobFile('ready', job), queue.leaseFile(lease))) return lease;
+  }
+  for (const name of queue.list('leased')) {
+    const old = queue.parseLease(name);
+    if (!old || old.deadline > now) continue;
+    const lease = { ...old, token: old.token + 1, worker: WORKER, deadline: now + LEASE_MS };
+    if (queue.tryRename(queue.leaseFile(old), queue.leaseFile(lease))) {
+      log(`reclaimed ${old.job} from ${old.worker} (lease ran out), attempt ${lease.token}`);
+      return lease;
+    }
+  }
+  return null;
+}
+
+// Extend the lease (and record what changed) if it is still ours; null if it was lost.
+function renew(lease, changes = {}) {
+  const next = { ...lease, ...changes, deadline: Date.now() + LEASE_MS };
+  return queue.tryRename(queue.leaseFile(lease), queue.leaseFile(next)) ? next : null;
+}
+
+function finish(lease, where, why) {
+  if (queue.tryRename(queue.leaseFile(lease), queue.jobFile(where, lease.job))) {
+    log(`${lease.job}: ${where} (${why})`);
+  } else {
+    log(`${lease.job}: lease lost before it could move to ${where}; the new owner finishes it`);
+  }
+}
+
+// -- one job ------------------------------------------------------------------------------
+
+class LeaseLost extends Error {}
+
+async function runJob(claimed) {
+  let lease = claimed;
+  const { job } = lease;
+  const doc = JSON.parse(fs.readFileSync(queue.leaseFile(lease), 'utf8'));
+  const base = providerUrl(doc.provider || 'billing');
+  const key = idempotencyKey(lease);
+  const owned = (changes) => {
+    const next = renew(lease, changes);
+    if (!next) throw new LeaseLost(`${job}: lease lost (attempt ${lease.token}); stopping`);
+    lease = next;
+  };
+
+  await failpoint('after_claim', job, lease.token);
+  if (!base) return finish(lease, 'dead', `no provider URL for ${doc.provider}`);
+  if (fs.existsSync(queue.jobFile('results', job))) {
+    owned();
+    return finish(lease, 'done', 'result already written by an earlier attempt');
+  }
+
+  // What we know about the provider's side: nothing sent yet, or an earlier write whose
+  // outcome we could not observe (a crashed owner sent one: lease.sends > 0).
+  let state = lease.sends > 0 ? 'unknown' : 'not_sent';
+  let response = null;
+  let unavailable = 0;
+  let failures = 0;
+  while (response === null) {
+    if (state === 'unknown') {
+      await failpoint('before_reconcile', job, lease.token);
+      owned();
+      const found = await lookup(base, key, job);
+      await failpoint('after_reconcile', job, lease.token);
+      if (found.state === 'confirmed') {
+        response = found.response;
+        break;
+      }
+      if (found.state === 'not_found') {
+        state = 'not_sent';
+      } else if (found.state === 'unqueryable') {
+        return finish(lease, 'review', 'unknown outcome and the provider cannot be asked');
+      } else {
+        // in flight at the provider, or the provider is unreachable: ask again later
+        unavailable += found.state === 'unavailable' ? 1 : 0;
+        if (unavailable >= MAX_UNAVAILABLE) {
+          return finish(lease, 'review', `unknown outcome; lookups failed ${unavailable} times`);
+        }
+        await sleep(backoff(unavailable));
+        continue;
+      }
+    }
+    if (lease.sends >= MAX_ATTEMPTS) {
+      return finish(lease, 'dead', `${lease.sends} writes sent, none confirmed`);
+    }
+    await failpoint('before_external_call', job, lease.token);
+    // Check the lease before calling out, and count the write durably before it is sent.
+    owned({ sends: lease.sends + 1 });
+    const res = await exchange(
+      'POST',
+      `${base}/v1/effects`,
+      {
+        'Content-Type': 'application/json',
+        'Idempotency-Key': key,
+        'X-Worker-Id': WORKER,
+        'X-Fencing-Token': String(lease.token),
+      },
+      JSON.stringify(doc.body),
+    );
+    if (res.status === 200 || res.status === 201) {
+      await failpoint('after_external_call', job, lease.token);
+      response = { status: res.status, body: safeJson(res.body) };
+    } else if (res.error || res.status === 409) {
+      log(`${job}: outcome unknown (${res.error || '409 in flight'}); reconcile before any retry`);
+      state = 'unknown';
+      await sleep(backoff(1));
+    } else if (res.status >= 500) {
+      failures += 1;
+      log(`${job}: failed before commit (${res.status}); write ${lease.sends} of ${MAX_ATTEMPTS}`);
+      state = 'not_sent';
+      await sleep(backoff(failures));
+    } else {
+      const why = `provider refused the write: ${res.status} ${res.body.slice(0, 200)}`;
+      return finish(lease, 'dead', why);
+    }
+  }
+
+  // Response in hand: write it locally, then acknowledge. Both only while we own the job.
+  owned();
+  queue.writeAtomic(queue.jobFile('results', job), JSON.stringify({ job_id: job, key, response }));
+  await failpoint('after_local_write', job, lease.token);
+  return finish(lease, 'done', `effect confirmed with key ${key}`);
+}
+
+async function lookup(base, key, job) {
+  const q = `idempotency_key=${encodeURIComponent(key)}&job_id=${encodeURIComponent(job)}`;
+  const res = await exchange('GET', `${base}/v1/effects?${q}`, { 'X-Worker-Id': WORKER });
+  if (res.status === 200) {
+    const doc = safeJson(res.body) || {};
+    if (doc.state === 'completed') return { state: 'confirmed', response: doc.response };
+    return { state: 'in_flight' };
+  }
+  if (res.status === 404) return { state: 'not_found' };
+  if (res.status === 501) return { state: 'unqueryable' };
+  return { state: 'unavailable' };
+}
+
+function backoff(n) {
+  return Math.min(LEASE_MS / 3, 25 * 2 ** Math.max(0, n - 1));
+}
+
+function safeJson(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+// -- the loop -----------------------------------------------------------------------------
+
+async function main() {
+  queue.ensureDirs();
+  log(`started (pid ${process.pid}, lease ${LEASE_MS} ms${bugs.size ? `, bug ${[...bugs]}` : ''})`);
+  for (;;) {
+    const lease = claim();
+    if (!lease) {
+      await sleep(POLL_MS);
+      continue;
+    }
+    try {
+      await runJob(lease);
+    } catch (err) {
+      if (!(err instanceof LeaseLost)) throw err;
+      log(err.message);
+    }
+  }
+}
+
+// SIGTERM (and Ctrl-C): stop at once. Nothing is half-written (every change is a rename),
+// and a job this worker held comes back when its lease runs out.
+for (const sig of ['SIGTERM', 'SIGINT']) {
+  process.on(sig, () => {
+    log(`${sig}: exiting`);
+    process.exit(0);
+  });
+}
+
+main().catch((err) => {
+  log(`crashed: ${err.stack || err}`);
+  process.exit(1);
+});
