@@ -74,7 +74,7 @@ MUTANTS: dict[str, Mutant] = {
             "renew_without_owner_check",
             "renews the lease by job id alone and re-asserts its own token, so a worker whose "
             "lease was taken over steals it back and calls out under the stale token",
-            "slow_lease_renewal",
+            "lease_expiry_slow_worker",
             "fenced_writes",
             provider="plain",
         ),
