@@ -130,7 +130,9 @@ def points() -> None:
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Directory."
 )
-@click.option("--self-contained", is_flag=True, help="Also write one self-contained HTML file.")
+@click.option(
+    "--self-contained", is_flag=True, help="Write one self-contained index.html instead of pages."
+)
 def report(results: tuple[Path, ...], out: Path, self_contained: bool) -> None:
     """Merge results.json files (shards) and regenerate the HTML, JUnit and Markdown."""
     from reports.cli import build_report

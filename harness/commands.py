@@ -141,11 +141,13 @@ def write_outputs(doc: dict[str, Any], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
     path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
-    try:
-        from reports.cli import build_report
-    except ImportError:  # the report package is optional for a results-only run
-        return path
-    build_report([path], out)
+    from reports import load_results, markdown_summary, write_html, write_junit
+
+    # The report is drawn from the stored record, so it shows exactly what was written.
+    results = load_results(path)
+    write_html(results, out)
+    write_junit(results, out / "junit.xml")
+    (out / "summary.md").write_text(markdown_summary(results), encoding="utf-8")
     return path
 
 

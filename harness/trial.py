@@ -123,8 +123,12 @@ class Trial:
         self._make_target = make_target
         self.workers: dict[str, WorkerHandle] = {}
         self.paused: set[str] = set()
+        #: Further consumers of the trial's jobs (see :meth:`add_consumer`); the oracle
+        #: audits the first target's ledger and every consumer's provider traffic.
+        self.consumers: list[tuple[TargetAdapter, list[str]]] = []
         self._next_worker = 1
         self.jobs: list[str] = []
+        self._bodies: dict[str, dict[str, Any]] = {}
         self.provider: ProviderProcess | None = None
         self.target: TargetAdapter | None = None
         self.rendezvous: Rendezvous | None = None
@@ -164,9 +168,10 @@ class Trial:
         if self.provider is not None:
             with contextlib.suppress(Exception):
                 self.provider.close()
-        if self.target is not None:
-            with contextlib.suppress(Exception):
-                self.target.close()
+        for target in (self.target, *(t for t, _ in self.consumers)):
+            if target is not None:
+                with contextlib.suppress(Exception):
+                    target.close()
         if not self.config.keep_dirs:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -178,15 +183,23 @@ class Trial:
         return self.provider.client
 
     def job_body(self, job_id: str) -> dict[str, Any]:
-        return {"job_id": job_id, "amount_cents": self.rng.randrange(100, 100_000)}
+        """The job's payload: the same every time it is asked for (a trigger or a
+        redelivery carries the same payload), varied by the seed across trials."""
+        if job_id not in self._bodies:
+            self._bodies[job_id] = {
+                "job_id": job_id,
+                "amount_cents": self.rng.randrange(100, 100_000),
+            }
+        return dict(self._bodies[job_id])
 
-    def enqueue(self, job_id: str | None = None) -> str:
-        assert self.target is not None
+    def enqueue(self, job_id: str | None = None, *, target: TargetAdapter | None = None) -> str:
+        target = target or self.target
+        assert target is not None
         if job_id is None:
             job_id = f"j-{len(self.jobs) + 1:04d}"
         if job_id not in self.jobs:
             self.jobs.append(job_id)
-        self.target.enqueue(job_id, self.provider_name, self.job_body(job_id))
+        target.enqueue(job_id, self.provider_name, self.job_body(job_id))
         self.history.append("supervisor", "enqueue", job=job_id)
         return job_id
 
@@ -197,15 +210,23 @@ class Trial:
             self.enqueue()
         return first
 
-    def start_worker(self, *, recovery: bool = False, direct: bool = False) -> WorkerHandle:
-        """Start the next worker; ``direct`` bypasses the trial's proxies (a healthy peer)."""
-        assert self.target is not None
+    def start_worker(
+        self,
+        *,
+        recovery: bool = False,
+        direct: bool = False,
+        consumer: TargetAdapter | None = None,
+    ) -> WorkerHandle:
+        """Start the next worker (of ``consumer``, else of the trial's target); ``direct``
+        bypasses the trial's proxies (a healthy peer)."""
+        target = consumer or self.target
+        assert target is not None
         assert self.rendezvous is not None
         name = f"w{self._next_worker}"
         self._next_worker += 1
         env = self.provider_env(direct=direct)
         env.update(
-            self.target.worker_env(
+            target.worker_env(
                 name,
                 mutant=self.cell.mutant,
                 lease_ttl_s=self.config.lease_ttl_s,
@@ -218,7 +239,8 @@ class Trial:
         env["CRASHPOINT_WORKER_ID"] = name
         if recovery:
             env["CRASHPOINT_RECOVERY"] = "1"
-        handle = self.backend.start(name, self.target.worker_argv(), env=env, cwd=self.dir)
+        cwd = env.get("CRASHPOINT_STATE_DIR", str(self.dir))
+        handle = self.backend.start(name, target.worker_argv(), env=env, cwd=cwd)
         self.workers[name] = handle
         return handle
 
@@ -325,18 +347,43 @@ class Trial:
         self.waits_s += time.monotonic() - t0
 
     def wait_quiescent(self, *, timeout_s: float | None = None) -> bool:
-        """Poll the target until every job has ended; then let stragglers act."""
-        assert self.target is not None
+        """Poll until every job has ended at every consumer and stays ended a moment.
+
+        The settle pause lets a straggler (a thawed owner, a late recovery) act; if it
+        reopens a job, polling goes on until the bound.
+        """
         deadline = time.monotonic() + (timeout_s or self.config.quiescence_timeout_s)
         t0 = time.monotonic()
-        while time.monotonic() < deadline:
-            if self.target.quiescent(self.jobs):
-                self.waits_s += time.monotonic() - t0
-                self.sleep(self.config.settle_s)
-                return self.target.quiescent(self.jobs)
-            time.sleep(0.02)
-        self.waits_s += time.monotonic() - t0
-        return False
+        try:
+            while time.monotonic() < deadline:
+                if self._all_quiescent():
+                    time.sleep(self.config.settle_s)
+                    if self._all_quiescent():
+                        return True
+                    continue
+                time.sleep(0.02)
+            return False
+        finally:
+            self.waits_s += time.monotonic() - t0
+
+    def _all_quiescent(self) -> bool:
+        assert self.target is not None
+        others = all(t.quiescent(jobs) for t, jobs in self.consumers)
+        return others and self.target.quiescent(self.jobs)
+
+    def add_consumer(self, job_id: str) -> TargetAdapter:
+        """A second consumer given ``job_id`` too, with a ledger of its own (one message
+        delivered to two subscribers); its workers call the same provider."""
+        assert self.provider is not None
+        sub = self.dir / f"consumer-{len(self.consumers) + 2}"
+        sub.mkdir()
+        other = self._make_target(sub)
+        other.setup()
+        other.attach_provider(self.provider.client, self.provider_env())
+        self.consumers.append((other, [job_id]))
+        other.enqueue(job_id, self.provider_name, self.job_body(job_id))
+        self.history.append("supervisor", "enqueue", job=job_id, consumer=len(self.consumers) + 1)
+        return other
 
     # -- judgement ------------------------------------------------------------------------
 

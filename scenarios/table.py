@@ -70,6 +70,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         "second attempt",
         "same key, no second effect",
         points=("redelivered_while_in_flight",),
+        # Two consumers with ledgers of their own: only a provider key can protect this.
+        providers=("idempotent",),
     ),
     Scenario(
         "lease_expiry_slow_worker",

@@ -248,6 +248,10 @@ class CommandAdapter:
     def ledger_events(self) -> list[Event]:
         return []
 
+    def twin(self) -> CommandAdapter:
+        """Each enqueue is its own process: one adapter serves concurrent triggers."""
+        return self
+
     def snapshot(self) -> Any:
         raise ConfigError("state_store_restore needs the reference target's ledger")
 

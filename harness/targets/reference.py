@@ -130,6 +130,11 @@ class ReferenceAdapter:
         ]
         return events
 
+    def twin(self) -> ReferenceAdapter:
+        """Same ledger, own connection; closing it leaves the schema in place."""
+        t = self.target
+        return ReferenceAdapter(ReferenceTarget(t.dsn, state_dir=t.state_dir, schema=t.schema))
+
     def snapshot(self) -> Snapshot:
         return self.target.snapshot()
 
