@@ -13,32 +13,32 @@ SOURCES = ["harness", "scenarios", "fake_providers", "reports", "tests", "benchm
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the unit and process tiers."""
-    session.run("pytest", *session.posargs)
+    session.run("python", "-m", "pytest", *session.posargs)
 
 
 @nox.session(default=False)
 def unit(session: nox.Session) -> None:
     """Run only the fast unit tier (no sockets, no sleeps)."""
-    session.run("pytest", "tests/unit", *session.posargs)
+    session.run("python", "-m", "pytest", "tests/unit", *session.posargs)
 
 
 @nox.session(default=False)
 def e2e(session: nox.Session) -> None:
     """Run only the process tier (real processes, signals and servers)."""
-    session.run("pytest", "-m", "process", *session.posargs)
+    session.run("python", "-m", "pytest", "-m", "process", *session.posargs)
 
 
 @nox.session(default=False)
 def lint(session: nox.Session) -> None:
     """Check style with ruff."""
-    session.run("ruff", "check", *SOURCES, *session.posargs)
-    session.run("ruff", "format", "--check", *SOURCES)
+    session.run("python", "-m", "ruff", "check", *SOURCES, *session.posargs)
+    session.run("python", "-m", "ruff", "format", "--check", *SOURCES)
 
 
 @nox.session(default=False)
 def typecheck(session: nox.Session) -> None:
     """Check types with mypy in strict mode."""
-    session.run("mypy", *session.posargs)
+    session.run("python", "-m", "mypy", *session.posargs)
 
 
 @nox.session(default=False)
@@ -50,4 +50,4 @@ def bench(session: nox.Session) -> None:
 @nox.session(default=False)
 def demo(session: nox.Session) -> None:
     """Run `crashpoint demo` on the embedded default."""
-    session.run("crashpoint", "demo", *session.posargs)
+    session.run("python", "-m", "harness", "demo", *session.posargs)
