@@ -1,0 +1,49 @@
+"""Without a Toxiproxy server the network cells are skipped with the reason, never passed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.process
+
+
+def crashpoint(args: list[str], *, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOXIPROXY_")}
+    env["CRASHPOINT_CACHE"] = str(cache)  # an empty cache: no built binary to find
+    env["PATH"] = os.pathsep.join(
+        p
+        for p in env.get("PATH", "").split(os.pathsep)
+        if not shutil.which("toxiproxy-server", path=p)
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_hidden_toxiproxy_skips_network_cells_and_strict_fails(tmp_path: Path) -> None:
+    args = ["run", "--scenario", "reset_after_commit", "--scenario", "crash_after_external_success"]
+    args += ["--provider", "plain", "--signal", "SIGKILL", "--seed", "3"]
+    lenient = crashpoint([*args, "--out", str(tmp_path / "a")], cache=tmp_path / "cache")
+    assert lenient.returncode == 0, lenient.stderr
+    trials = json.loads((tmp_path / "a" / "results.json").read_text())["trials"]
+    by_scenario = {t["scenario"]: t for t in trials}
+    network = by_scenario["reset_after_commit"]
+    assert network["verdict"] == "skipped"
+    assert "Toxiproxy" in network["reason"]
+    assert "install" in network["reason"] or "go install" in network["reason"]
+    assert by_scenario["crash_after_external_success"]["verdict"] == "held"
+
+    strict = crashpoint([*args, "--strict", "--out", str(tmp_path / "b")], cache=tmp_path / "cache")
+    assert strict.returncode == 3, strict.stderr
