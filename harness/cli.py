@@ -35,6 +35,9 @@ class _Group(click.Group):
         except CrashpointError as exc:
             click.echo(f"crashpoint: {exc}", err=True)
             sys.exit(3)
+        except KeyboardInterrupt:
+            click.echo("crashpoint: interrupted; every worker and server was stopped", err=True)
+            sys.exit(130)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

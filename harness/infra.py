@@ -168,6 +168,7 @@ class RunInfra:
             skipped=self.skipped(cells),
             make_network=self.make_network,
             replay_flags=replay,
+            watchdog=self.watchdog,
         )
 
 

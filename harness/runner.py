@@ -20,7 +20,8 @@ from harness.backends.base import Backend
 from harness.drivers import driver_for
 from harness.history import History
 from harness.target import TargetAdapter
-from harness.trial import TrialConfig, TrialResult, run_trial, trial_seed
+from harness.trial import ABORT, TrialConfig, TrialResult, run_trial, trial_seed
+from harness.watchdog import Watchdog
 from scenarios.table import Cell
 
 VERDICTS = ("held", "violated", "inconclusive", "skipped")
@@ -43,6 +44,7 @@ class RunSpec:
     skipped: dict[str, str] = field(default_factory=dict)
     make_network: Callable[[Cell], Any] | None = None
     replay_flags: Sequence[str] = ()
+    watchdog: Watchdog | None = None
 
 
 def skipped_result(cell: Cell, seed: int, reason: str) -> TrialResult:
@@ -75,6 +77,7 @@ def run_one(spec: RunSpec, cell: Cell) -> TrialResult:
             make_backend=spec.make_backend,
             make_target=lambda d: spec.make_target(cell, d),
             network=network,
+            watchdog=spec.watchdog,
         )
     finally:
         if network is not None:
@@ -90,14 +93,21 @@ def run_cells(spec: RunSpec, *, progress: Progress | None = None) -> list[TrialR
             results[cell.id] = r
             if progress:
                 progress(r)
-    else:
-        with ThreadPoolExecutor(max_workers=spec.jobs, thread_name_prefix="trial") as pool:
-            futures = {pool.submit(run_one, spec, c): c for c in spec.cells}
-            for fut in as_completed(futures):
-                r = fut.result()
-                results[futures[fut].id] = r
-                if progress:
-                    progress(r)
+        return [results[c.id] for c in spec.cells]
+    pool = ThreadPoolExecutor(max_workers=spec.jobs, thread_name_prefix="trial")
+    try:
+        futures = {pool.submit(run_one, spec, c): c for c in spec.cells}
+        for fut in as_completed(futures):
+            r = fut.result()
+            results[futures[fut].id] = r
+            if progress:
+                progress(r)
+    except BaseException:
+        # Ctrl-C: queued trials never start, running ones stop waiting and tear down.
+        ABORT.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return [results[c.id] for c in spec.cells]
 
 

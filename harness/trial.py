@@ -16,6 +16,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import zlib
@@ -31,10 +32,14 @@ from harness.history import Event, History
 from harness.oracle import LIVENESS, OracleInput, Violation, check
 from harness.rendezvous import Gate, Hit, Rendezvous
 from harness.target import TargetAdapter
+from harness.watchdog import Watchdog
 from scenarios.table import Cell
 
 #: The reference worker's provider name; a command target names its own.
 PROVIDER_NAME = "svc"
+
+#: Set on Ctrl-C: every trial's waits end at once and the trial tears down.
+ABORT = threading.Event()
 
 
 @dataclass(frozen=True)
@@ -106,8 +111,10 @@ class Trial:
         make_backend: Callable[[History], Backend],
         make_target: Callable[[Path], TargetAdapter],
         network: Any = None,
+        watchdog: Watchdog | None = None,
     ) -> None:
         self.cell = cell
+        self.watchdog = watchdog
         self.seed = seed
         self.config = config
         self.rng = random.Random(f"{seed}:{cell.id}")
@@ -120,6 +127,8 @@ class Trial:
         base = config.workdir or Path(tempfile.gettempdir())
         base.mkdir(parents=True, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix="cp-", dir=base))
+        if watchdog is not None:
+            watchdog.watch_dir(self.dir)  # removed even if the harness is SIGKILLed
         self._make_target = make_target
         self.workers: dict[str, WorkerHandle] = {}
         self.paused: set[str] = set()
@@ -174,6 +183,8 @@ class Trial:
                     target.close()
         if not self.config.keep_dirs:
             shutil.rmtree(self.dir, ignore_errors=True)
+        if self.watchdog is not None:
+            self.watchdog.forget_dir(self.dir)
 
     # -- verbs for drivers ----------------------------------------------------------------
 
@@ -343,8 +354,10 @@ class Trial:
     def sleep(self, seconds: float) -> None:
         """A deliberate wait (counted apart from the harness's own overhead)."""
         t0 = time.monotonic()
-        time.sleep(seconds)
+        interrupted = ABORT.wait(seconds)
         self.waits_s += time.monotonic() - t0
+        if interrupted:
+            raise Inconclusive("interrupted")
 
     def wait_quiescent(self, *, timeout_s: float | None = None) -> bool:
         """Poll until every job has ended at every consumer and stays ended a moment.
@@ -357,11 +370,13 @@ class Trial:
         try:
             while time.monotonic() < deadline:
                 if self._all_quiescent():
-                    time.sleep(self.config.settle_s)
+                    if ABORT.wait(self.config.settle_s):
+                        raise Inconclusive("interrupted")
                     if self._all_quiescent():
                         return True
                     continue
-                time.sleep(0.02)
+                if ABORT.wait(0.02):
+                    raise Inconclusive("interrupted")
             return False
         finally:
             self.waits_s += time.monotonic() - t0
@@ -442,6 +457,7 @@ def run_trial(
     make_backend: Callable[[History], Backend],
     make_target: Callable[[Path], TargetAdapter],
     network: Any = None,
+    watchdog: Watchdog | None = None,
 ) -> TrialResult:
     """Run ``driver`` on a fresh trial of ``cell`` and judge it.
 
@@ -457,6 +473,7 @@ def run_trial(
         make_backend=make_backend,
         make_target=make_target,
         network=network,
+        watchdog=watchdog,
     )
     violations: list[Violation] = []
     reason: str | None = None

@@ -1,0 +1,72 @@
+"""Ctrl-C and SIGKILL of the harness mid-run leave no worker, provider or trial directory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.process
+
+
+def start_run(tmp_path: Path) -> subprocess.Popen[str]:
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    args = ["run", "--scenario", "lease_expiry_slow_worker"]
+    args += ["--scenario", "crash_before_external_call", "-j", "2", "--out", str(tmp_path / "o")]
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def descendants_when_busy(proc: subprocess.Popen[str], tmp: Path) -> list[psutil.Process]:
+    """Wait until trials are running (trial dirs exist), then list the harness's tree."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        if any(tmp.iterdir()) and any("scenarios.worker" in " ".join(k.cmdline()) for k in kids):
+            return kids
+        time.sleep(0.05)
+    pytest.fail("the run never got busy")
+
+
+def gone_within(
+    procs: list[psutil.Process], tmp: Path, seconds: float
+) -> tuple[list[int], list[str]]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = [p.pid for p in procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        left = [p.name for p in tmp.iterdir()]
+        if not alive and not left:
+            return [], []
+        time.sleep(0.1)
+    return alive, left
+
+
+def test_ctrl_c_stops_the_run_and_cleans_up(tmp_path: Path) -> None:
+    proc = start_run(tmp_path)
+    kids = descendants_when_busy(proc, tmp_path / "tmp")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert gone_within(kids, tmp_path / "tmp", 10) == ([], [])
+
+
+def test_sigkill_of_the_harness_is_cleaned_up_by_the_watchdog(tmp_path: Path) -> None:
+    proc = start_run(tmp_path)
+    kids = descendants_when_busy(proc, tmp_path / "tmp")
+    proc.kill()
+    proc.communicate(timeout=10)
+    assert gone_within(kids, tmp_path / "tmp", 15) == ([], [])
