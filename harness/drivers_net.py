@@ -72,12 +72,18 @@ def ledger_link_fault(trial: Trial) -> frozenset[str]:
     hit = trial.wait_hit(gate, what=f"failpoint after_external_call for {job}")
     lease = trial.config.lease_ttl_s
     if trial.cell.point == "ledger_reset":
-        toxic = net.on("ledger", "reset_peer", timeout=0)
+        toxics = [net.on("ledger", "reset_peer", timeout=0)]
     else:
-        toxic = net.on("ledger", "latency", latency=_ms(lease * 1.5), jitter=0)
+        # Both ways: the result write reaches the database late and its answer comes
+        # back late, so the lease can lapse while the write is on the wire.
+        toxics = [
+            net.on("ledger", "latency", latency=_ms(lease * 0.75), stream=stream)
+            for stream in ("upstream", "downstream")
+        ]
     hit.resume()
     trial.sleep(lease)
-    net.off("ledger", toxic)
+    for toxic in toxics:
+        net.off("ledger", toxic)
     # A healthy peer recovers whatever the faulted worker could not finish.
     trial.start_worker(direct=True)
     return NONE

@@ -31,10 +31,10 @@ def run_cell(
         return run_one(spec, cell)
 
 
-def events(result: TrialResult, kind: str, **match: Any) -> list[dict[str, Any]]:
+def events(trial: TrialResult, kind: str, **match: Any) -> list[dict[str, Any]]:
     """The trial's events of ``kind`` whose fields (or job/source) match ``match``."""
     out = []
-    for e in result.events:
+    for e in trial.events:
         if e["kind"] != kind:
             continue
         merged = {**e["fields"], "job": e["job"], "source": e["source"]}
