@@ -111,3 +111,21 @@ def test_correct_worker_holds_every_killing_cell(
     r = run_cell(*cell)
     assert r.verdict == "held", describe(r)
     assert r.reached, describe(r)
+
+
+#: Mutants that a Toxiproxy cell (a lost response, not a provider fault) must kill too.
+NETWORK_KILLS = {
+    "timeout_is_failure": ("ambiguous_timeout", "toxic_timeout", "plain", None),
+    "lookup_error_is_not_found": ("reset_after_commit", "toxic_reset_peer", "plain", None),
+}
+
+
+@pytest.mark.toxiproxy
+@pytest.mark.parametrize("mutant", sorted(NETWORK_KILLS))
+def test_network_cell_kills_mutant(mutant: str) -> None:
+    r = run_cell(*NETWORK_KILLS[mutant], mutant=mutant)
+    assert r.verdict == "violated", describe(r)
+    assert "no_duplicate_effect" in {v.invariant for v in r.violations}, describe(r)
+    assert any(e["kind"] == "toxic_on" for e in r.events)
+    held = run_cell(*NETWORK_KILLS[mutant])
+    assert held.verdict == "held", describe(held)
