@@ -1,8 +1,9 @@
 """Worker-side failpoint client (the stable protocol, any language).
 
 When ``CRASHPOINT_FAILPOINTS`` names a UNIX socket, :func:`failpoint` writes one JSON line
-``{"point": ..., "job": ..., "attempt": ..., "pid": ...}`` and blocks until it reads one
-line back (``{"action": "continue"}``). While the worker is blocked the harness may kill
+``{"point": ..., "job": ..., "attempt": ..., "pid": ...}`` (plus, optionally, ``"worker"``:
+the worker's ``CRASHPOINT_WORKER_ID``) and blocks until it reads one line back
+(``{"action": "continue"}``). While the worker is blocked the harness may kill
 or pause it, so a signal lands exactly at the boundary. When the variable is unset the
 call is a global lookup and a return: well under a microsecond.
 
@@ -29,6 +30,7 @@ STANDARD_POINTS = (
 )
 
 _path: str | None = os.environ.get(ENV_VAR) or None
+_worker: str | None = os.environ.get("CRASHPOINT_WORKER_ID") or None
 _sock: socket.socket | None = None
 _reader: object = None
 _lock = threading.Lock()
@@ -47,7 +49,10 @@ def failpoint(point: str, job: str, attempt: int) -> str:
 
 def _rendezvous(point: str, job: str, attempt: int) -> str:
     global _sock, _reader, _path
-    line = json.dumps({"point": point, "job": job, "attempt": attempt, "pid": os.getpid()})
+    message = {"point": point, "job": job, "attempt": attempt, "pid": os.getpid()}
+    if _worker is not None:
+        message["worker"] = _worker
+    line = json.dumps(message)
     with _lock:
         try:
             if _sock is None:

@@ -303,13 +303,16 @@ class Rendezvous:
         job = None if msg.get("job") is None else str(msg["job"])
         attempt = msg.get("attempt") if isinstance(msg.get("attempt"), int) else None
         pid = msg.get("pid") if isinstance(msg.get("pid"), int) else None
+        # Optional: the worker's CRASHPOINT_WORKER_ID names its lane even inside a
+        # container, whose pids mean nothing on the host.
+        worker = msg.get("worker") if isinstance(msg.get("worker"), str) else None
         gate = self._holds.claim(point, job, attempt)
         hit = Hit(point, job, attempt, pid, t, gate is not None, conn, peer_pid=conn.peer_pid)
         with self._hits_lock:
             self._hits.append(hit)
         if self._history is not None:
             self._history.append(
-                f"worker:{pid}",
+                f"worker:{worker or pid}",
                 "failpoint",
                 job=job,
                 attempt=attempt,

@@ -17,14 +17,15 @@ def run_cell(
     signal: str | None = None,
     *,
     ledger: str = "sqlite",
+    backend: str = "process",
     mutant: str | None = None,
     pg_dsn: str | None = None,
     seed: int = 11,
     config: TrialConfig | None = None,
 ) -> TrialResult:
-    cell = Cell(BY_NAME[scenario], point, provider, signal, ledger, "process", mutant)
+    cell = Cell(BY_NAME[scenario], point, provider, signal, ledger, backend, mutant)
     config = config or TrialConfig(pg_dsn=pg_dsn)
-    with RunInfra.open([cell], ledger=ledger, backend="process", pg_dsn=pg_dsn) as infra:
+    with RunInfra.open([cell], ledger=ledger, backend=backend, pg_dsn=pg_dsn) as infra:
         spec = infra.spec(
             [cell], seed=seed, config=config, command="test", jobs=1, target={"name": "reference"}
         )
