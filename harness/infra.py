@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -179,11 +180,17 @@ def _postgres_version(dsn: str) -> str:
         with psycopg.connect(dsn, connect_timeout=3) as conn:
             row = conn.execute("SHOW server_version").fetchone()
     except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InfrastructureError(
-            f"PostgreSQL at {dsn} is not reachable ({exc}); start it with "
+            f"PostgreSQL at {redact(dsn)} is not reachable ({first}); start it with "
             "`bash scripts/install-infra.sh postgres` or pass --pg-dsn"
         ) from None
     return str(row[0]).split()[0] if row else "unknown"
+
+
+def redact(dsn: str) -> str:
+    """``dsn`` without its password, for messages and logs."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
 
 
 def _docker_version() -> str:
