@@ -74,7 +74,6 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
         click.option("--strict", is_flag=True, help="Fail (exit 3) on skipped trials too."),
         click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True),
         click.option("--shard", default=None, help="Run shard i/n of the cells (e.g. 1/4)."),
-        click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True),
         click.option("--lease-ttl-s", type=click.FloatRange(0.1, 60), default=None),
         click.option("--pg-dsn", envvar="CRASHPOINT_PG_DSN", default=None),
     ]
@@ -87,21 +86,27 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
 @click.option("-c", "--config", "config_path", type=click.Path(path_type=Path), default=None)
 @click.option("--target", default="reference", show_default=True)
 @click.option("--mutant", default=None, help="Run the reference worker with this bug.")
+@click.option(
+    "--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Whole runs."
+)
 @_matrix_options
-def run(config_path: Path | None, target: str, mutant: str | None, **kw: Any) -> None:
+def run(config_path: Path | None, target: str, mutant: str | None, repeat: int, **kw: Any) -> None:
     """Run the injection matrix against a target and write results.json and a report."""
-    from harness.commands import run_command
+    from harness.commands import MatrixOptions, run_command
 
-    sys.exit(run_command(config_path=config_path, target=target, mutant=mutant, **kw))
+    opts = MatrixOptions(**kw)
+    sys.exit(
+        run_command(opts, config_path=config_path, target=target, mutant=mutant, repeat=repeat)
+    )
 
 
 @main.command()
 @_matrix_options
 def selftest(**kw: Any) -> None:
     """Run the correct reference worker and every mutant; print the kill matrix."""
-    from harness.commands import selftest_command
+    from harness.commands import MatrixOptions, selftest_command
 
-    sys.exit(selftest_command(**kw))
+    sys.exit(selftest_command(MatrixOptions(**kw)))
 
 
 @main.command()

@@ -6,6 +6,7 @@ import json
 import random
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,6 @@ from harness.infra import RunInfra
 from harness.runner import (
     RunSpec,
     exit_code,
-    new_run_id,
     results_document,
     run_cells,
     summarize,
@@ -177,28 +177,68 @@ def print_summary(doc: dict[str, Any], out: Path) -> None:
     console.print(f"report: {where}")
 
 
+@dataclass(frozen=True)
+class MatrixOptions:
+    """The options every matrix command shares (see ``harness.cli``)."""
+
+    scenarios: Sequence[str] = ()
+    points: Sequence[str] = ()
+    providers: Sequence[str] = ()
+    signals: Sequence[str] = ()
+    ledger: str = "sqlite"
+    backend: str = "process"
+    seed: int | None = None
+    out: Path = Path("crashpoint-out")
+    strict: bool = False
+    jobs: int = 1
+    shard: str | None = None
+    lease_ttl_s: float | None = None
+    pg_dsn: str | None = None
+
+    def cells(self, *, mutant: str | None = None) -> list[Cell]:
+        return select_cells(
+            scenarios=self.scenarios,
+            points=self.points,
+            providers=self.providers,
+            signals=self.signals,
+            ledger=self.ledger,
+            backend=self.backend,
+            mutant=mutant,
+            shard=self.shard,
+        )
+
+
+def run_matrix(
+    infra: RunInfra,
+    cells: Sequence[Cell],
+    *,
+    seed: int,
+    config: TrialConfig,
+    command: str,
+    jobs: int,
+    target: dict[str, Any],
+    replay_prefix: Sequence[str] = (),
+    label: str | None = None,
+) -> dict[str, Any]:
+    """Run ``cells`` once and return the results document."""
+    spec = infra.spec(cells, seed=seed, config=config, command=command, jobs=jobs, target=target)
+    spec.replay_flags = [*replay_prefix, *spec.replay_flags]
+    started = time.time()
+    results = execute(spec, infra, label=label or command)
+    return results_document(spec, results, started=started, environment=infra.environment())
+
+
 def run_command(
+    opts: MatrixOptions,
     *,
     config_path: Path | None,
     target: str,
     mutant: str | None,
-    scenarios: Sequence[str],
-    points: Sequence[str],
-    providers: Sequence[str],
-    signals: Sequence[str],
-    ledger: str,
-    backend: str,
-    seed: int | None,
-    out: Path,
-    strict: bool,
-    jobs: int,
-    shard: str | None,
-    repeat: int,
-    lease_ttl_s: float | None,
-    pg_dsn: str | None,
+    repeat: int = 1,
 ) -> int:
     command = None
     target_doc: dict[str, Any] = {"name": "reference", "kind": "reference", "mutant": mutant}
+    replay: list[str] = []
     if config_path is not None:
         from harness.targets.command import load_config
 
@@ -206,14 +246,14 @@ def run_command(
         if mutant is not None:
             raise ConfigError("--mutant applies to the reference target only, not to -c")
         kind = command.providers[0].kind
-        if providers and kind not in providers:
+        if opts.providers and kind not in opts.providers:
             raise ConfigError(
                 f"{config_path}: the provider is {kind}, but --provider asks for "
-                f"{', '.join(providers)}"
+                f"{', '.join(opts.providers)}"
             )
-        providers = (kind,)
+        opts = replace(opts, providers=(kind,), lease_ttl_s=opts.lease_ttl_s or command.lease_ttl_s)
         target_doc = {"name": command.name, "kind": "command", "mutant": None}
-        lease_ttl_s = lease_ttl_s or command.lease_ttl_s
+        replay = ["-c", str(config_path)]
     elif target != "reference":
         raise ConfigError(f"--target {target!r} is unknown; use reference or -c crashpoint.toml")
     if mutant is not None:
@@ -223,41 +263,29 @@ def run_command(
             raise ConfigError(
                 f"--mutant {mutant!r} is unknown; choose from {', '.join(sorted(MUTANTS))}"
             )
-    seed = seed if seed is not None else random.randrange(2**31)
-    chosen = select_cells(
-        scenarios=scenarios,
-        points=points,
-        providers=providers,
-        signals=signals,
-        ledger=ledger,
-        backend=backend,
-        mutant=mutant,
-        shard=shard,
-    )
-    config = trial_config(lease_ttl_s, pg_dsn)
+    seed = opts.seed if opts.seed is not None else random.randrange(2**31)
+    chosen = opts.cells(mutant=mutant)
+    config = trial_config(opts.lease_ttl_s, opts.pg_dsn)
     worst = 0
     with RunInfra.open(
-        chosen, ledger=ledger, backend=backend, pg_dsn=pg_dsn, command=command
+        chosen, ledger=opts.ledger, backend=opts.backend, pg_dsn=opts.pg_dsn, command=command
     ) as infra:
         for i in range(repeat):
-            run_seed = seed + i
-            spec = infra.spec(
+            doc = run_matrix(
+                infra,
                 chosen,
-                seed=run_seed,
+                seed=seed + i,
                 config=config,
                 command="run",
-                jobs=jobs,
+                jobs=opts.jobs,
                 target=target_doc,
+                replay_prefix=replay,
+                label=f"run {i + 1}/{repeat}" if repeat > 1 else "run",
             )
-            if command is not None:
-                spec.replay_flags = ["-c", str(config_path), *spec.replay_flags]
-            started = time.time()
-            results = execute(spec, infra, label=f"run {i + 1}/{repeat}" if repeat > 1 else "run")
-            doc = results_document(spec, results, started=started, environment=infra.environment())
-            run_out = out if repeat == 1 else out / f"run-{i + 1:03d}"
+            run_out = opts.out if repeat == 1 else opts.out / f"run-{i + 1:03d}"
             write_outputs(doc, run_out)
             print_summary(doc, run_out)
-            worst = max(worst, exit_code(doc["summary"], strict=strict), key=_severity)
+            worst = max(worst, exit_code(doc["summary"], strict=opts.strict), key=_severity)
     return worst
 
 
@@ -265,96 +293,60 @@ def _severity(code: int) -> int:
     return {0: 0, 3: 1, 1: 2}.get(code, 3)
 
 
-def selftest_command(
-    *,
-    scenarios: Sequence[str],
-    points: Sequence[str],
-    providers: Sequence[str],
-    signals: Sequence[str],
-    ledger: str,
-    backend: str,
-    seed: int | None,
-    out: Path,
-    strict: bool,
-    jobs: int,
-    shard: str | None,
-    repeat: int,
-    lease_ttl_s: float | None,
-    pg_dsn: str | None,
-) -> int:
+def selftest_command(opts: MatrixOptions) -> int:
     """The correct worker must hold every cell; every mutant must be killed by some cell."""
     from harness.killmatrix import kill_matrix, print_kill_matrix
     from scenarios.mutants import MUTANTS
 
-    del repeat
-    seed = seed if seed is not None else random.randrange(2**31)
+    seed = opts.seed if opts.seed is not None else random.randrange(2**31)
     # One crash signal is enough to tell mutants apart; the full run covers SIGTERM.
-    signals = signals or ("SIGKILL", "SIGSTOP")
-    base = select_cells(
-        scenarios=scenarios,
-        points=points,
-        providers=providers,
-        signals=signals,
-        ledger=ledger,
-        backend=backend,
-        shard=shard,
-    )
-    all_cells = list(base)
+    opts = replace(opts, signals=opts.signals or ("SIGKILL", "SIGSTOP"))
+    all_cells = opts.cells()
     for name in sorted(MUTANTS):
-        all_cells += [_with_mutant(c, name) for c in base]
-    config = trial_config(lease_ttl_s, pg_dsn)
-    with RunInfra.open(all_cells, ledger=ledger, backend=backend, pg_dsn=pg_dsn) as infra:
-        spec = infra.spec(
+        all_cells += opts.cells(mutant=name)
+    config = trial_config(opts.lease_ttl_s, opts.pg_dsn)
+    with RunInfra.open(
+        all_cells, ledger=opts.ledger, backend=opts.backend, pg_dsn=opts.pg_dsn
+    ) as infra:
+        doc = run_matrix(
+            infra,
             all_cells,
             seed=seed,
             config=config,
             command="selftest",
-            jobs=jobs,
+            jobs=opts.jobs,
             target={"name": "reference", "kind": "reference", "mutant": None},
         )
-        started = time.time()
-        results = execute(spec, infra, label="selftest")
-        doc = results_document(spec, results, started=started, environment=infra.environment())
     doc["kill_matrix"] = kill_matrix(doc["trials"], MUTANTS)
-    write_outputs(doc, out)
+    write_outputs(doc, opts.out)
     print_kill_matrix(doc, console)
     correct = [t for t in doc["trials"] if t["mutant"] is None]
     survivors = [m for m, row in doc["kill_matrix"]["mutants"].items() if not row["killed"]]
     summary = summarize(correct)
-    console.print(f"report: {out / 'index.html'}")
+    console.print(f"report: {opts.out / 'index.html'}")
     if summary["violated"] or survivors:
         return 1
-    return exit_code(summary, strict=strict)
-
-
-def _with_mutant(cell: Cell, mutant: str) -> Cell:
-    return Cell(
-        cell.scenario, cell.point, cell.provider, cell.signal, cell.ledger, cell.backend, mutant
-    )
+    return exit_code(summary, strict=opts.strict)
 
 
 def demo_command(*, out: Path, seed: int | None, jobs: int) -> int:
     """The full matrix on the embedded default: reference worker, SQLite, processes."""
     seed = seed if seed is not None else random.randrange(2**31)
-    chosen = select_cells()
-    config = trial_config(None, None)
+    opts = MatrixOptions(out=out, seed=seed, jobs=jobs)
+    chosen = opts.cells()
     console.print(
         f"crashpoint demo: {len(chosen)} trials of the reference worker on SQLite "
         f"(seed {seed}, {jobs} at a time)"
     )
     with RunInfra.open(chosen, ledger="sqlite", backend="process", pg_dsn=None) as infra:
-        spec = infra.spec(
+        doc = run_matrix(
+            infra,
             chosen,
             seed=seed,
-            config=config,
+            config=trial_config(None, None),
             command="demo",
             jobs=jobs,
             target={"name": "reference", "kind": "reference", "mutant": None},
-        )
-        started = time.time()
-        results = execute(spec, infra, label="demo")
-        doc = results_document(
-            spec, results, started=started, environment=infra.environment(), run_id=new_run_id()
         )
     write_outputs(doc, out)
     print_summary(doc, out)
