@@ -1,0 +1,114 @@
+"""Cell selection, sharding, exit codes, replay commands and the kill matrix (no processes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness.commands import select_cells
+from harness.errors import ConfigError
+from harness.killmatrix import kill_matrix
+from harness.runner import exit_code, summarize
+from scenarios.mutants import MUTANTS
+from scenarios.table import BY_NAME, NETWORK_POINTS, SCENARIOS, Cell, cells
+
+
+def test_every_row_of_the_table_is_a_scenario() -> None:
+    names = {s.name for s in SCENARIOS}
+    assert len(names) == 13
+    assert {m.exposed_by for m in MUTANTS.values()} <= names
+
+
+def test_cells_cross_points_providers_and_signals() -> None:
+    crash = cells([BY_NAME["crash_during_external_call"]])
+    assert len(crash) == 2 * 3 * 2
+    assert {c.signal for c in crash} == {"SIGKILL", "SIGTERM"}
+
+
+def test_ledger_only_rows_need_postgres() -> None:
+    assert not [c for c in cells() if c.scenario.name == "slow_lease_renewal"]
+    assert [c for c in cells(ledger="postgres") if c.scenario.name == "slow_lease_renewal"]
+
+
+def test_network_property_follows_the_point() -> None:
+    ambiguous = cells([BY_NAME["ambiguous_timeout"]])
+    assert {c.network for c in ambiguous} == {True, False}
+    assert all(c.point in NETWORK_POINTS for c in ambiguous if c.network)
+
+
+def test_cell_ids_are_unique_and_name_the_mutant() -> None:
+    ids = [c.id for c in cells()]
+    assert len(ids) == len(set(ids))
+    c = Cell(BY_NAME["duplicate_delivery"], "redelivered_while_in_flight", "idempotent", None)
+    assert c.id == "duplicate_delivery.redelivered_while_in_flight.idempotent.none.sqlite.process"
+    m = Cell(c.scenario, c.point, c.provider, None, mutant="uncapped_retries")
+    assert m.id.startswith("uncapped_retries.")
+
+
+def test_shards_partition_the_cells() -> None:
+    every = select_cells()
+    shards = [select_cells(shard=f"{i}/3") for i in (1, 2, 3)]
+    assert sorted(c.id for s in shards for c in s) == sorted(c.id for c in every)
+
+
+@pytest.mark.parametrize(
+    ("kw", "words"),
+    [
+        ({"scenarios": ["nope"]}, "--scenario 'nope' is unknown"),
+        ({"scenarios": ["duplicate_delivery"], "points": ["x"]}, "--point 'x'"),
+        ({"shard": "3/2"}, "--shard '3/2'"),
+        ({"shard": "a/b"}, "must look like i/n"),
+        ({"scenarios": ["duplicate_delivery"], "providers": ["plain"]}, "leave no cell"),
+    ],
+)
+def test_bad_selection_is_one_clear_config_error(kw: dict[str, Any], words: str) -> None:
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
+        select_cells(**kw)
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "strict", "code"),
+    [
+        (["held", "held"], False, 0),
+        (["held", "violated", "inconclusive"], False, 1),
+        (["held", "inconclusive"], False, 3),
+        (["held", "skipped"], False, 0),
+        (["held", "skipped"], True, 3),
+    ],
+)
+def test_exit_codes(verdicts: list[str], strict: bool, code: int) -> None:
+    summary = summarize([{"verdict": v} for v in verdicts])
+    assert exit_code(summary, strict=strict) == code
+
+
+def _trial(mutant: str | None, scenario: str, verdict: str, *invariants: str) -> dict[str, Any]:
+    return {
+        "id": f"{mutant}.{scenario}",
+        "mutant": mutant,
+        "scenario": scenario,
+        "verdict": verdict,
+        "violations": [{"invariant": i} for i in invariants],
+    }
+
+
+def test_kill_matrix_records_killers_and_the_expected_invariant() -> None:
+    trials = [
+        _trial(None, "provider_error_before_commit", "held"),
+        _trial("uncapped_retries", "provider_error_before_commit", "violated", "bounded_retries"),
+        _trial("uncapped_retries", "crash_before_external_call", "held"),
+        _trial("ack_before_effect", "crash_before_external_call", "violated", "fenced_writes"),
+    ]
+    km = kill_matrix(trials, MUTANTS)
+    uncapped = km["mutants"]["uncapped_retries"]
+    assert uncapped["killed"]
+    assert uncapped["caught_as_expected"]
+    assert uncapped["scenarios"] == {
+        "provider_error_before_commit": "killed",
+        "crash_before_external_call": "survived",
+    }
+    ack = km["mutants"]["ack_before_effect"]
+    assert ack["killed"]
+    assert not ack["caught_as_expected"]
+    assert not km["mutants"]["fresh_key_per_attempt"]["killed"]
+    assert km["correct_worker"] == {"trials": 1, "violations": 0, "inconclusive": 0}
