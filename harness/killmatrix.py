@@ -68,6 +68,7 @@ def print_kill_matrix(doc: dict[str, Any], console: Console) -> None:
             verdict += f" [yellow](expected {row['expected_invariant']})[/]"
         table.add_row(name, *cells, verdict)
     console.print(table)
+    console.print("columns: " + ", ".join(f"{_short(s)} = {s}" for s in scenarios))
     c = km["correct_worker"]
     killed = sum(1 for r in km["mutants"].values() if r["killed"])
     console.print(
