@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
+import sys
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -82,10 +84,24 @@ class RunInfra:
             self._start_toxiproxy()
 
     def _start_toxiproxy(self) -> None:
-        from harness.network import ToxiproxyServer
+        from harness.network import ToxiproxyServer, find_toxiproxy
 
         try:
-            server = ToxiproxyServer(watchdog=self.watchdog).start()
+            try:
+                location = find_toxiproxy()
+            except ToxiproxyUnavailable:
+                # Last in the design's order: build the pinned server where Go is present.
+                if os.environ.get("CRASHPOINT_NO_TOXIPROXY_BUILD") == "1" or not shutil.which(
+                    "go"
+                ):
+                    raise
+                print(
+                    "crashpoint: building the Toxiproxy server once (go install, cached)...",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                location = find_toxiproxy(build=True)
+            server = ToxiproxyServer(location, watchdog=self.watchdog).start()
             self.versions["toxiproxy"] = server.version()
             self.toxiproxy = server
         except ToxiproxyUnavailable as exc:

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.process
 def crashpoint(args: list[str], *, cache: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOXIPROXY_")}
     env["CRASHPOINT_CACHE"] = str(cache)  # an empty cache: no built binary to find
+    env["CRASHPOINT_NO_TOXIPROXY_BUILD"] = "1"  # and no building one either
     env["PATH"] = os.pathsep.join(
         p
         for p in env.get("PATH", "").split(os.pathsep)
