@@ -23,7 +23,8 @@ from harness.runner import (
     run_cells,
     summarize,
 )
-from harness.trial import TrialConfig, TrialResult
+from harness.trial import TrialConfig
+from harness.verdict import TrialResult
 from scenarios.table import BY_NAME, SCENARIOS, Cell, cells
 
 console = Console(stderr=True)

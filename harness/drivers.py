@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 from fake_providers import Fault
 from harness.target import TargetAdapter
 from harness.trial import Inconclusive, Trial
+from harness.verdict import Driver
 
-Driver = Callable[[Trial], frozenset[str]]
 NONE: frozenset[str] = frozenset()
 
 

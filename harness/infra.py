@@ -91,9 +91,7 @@ class RunInfra:
                 location = find_toxiproxy()
             except ToxiproxyUnavailable:
                 # Last in the design's order: build the pinned server where Go is present.
-                if os.environ.get("CRASHPOINT_NO_TOXIPROXY_BUILD") == "1" or not shutil.which(
-                    "go"
-                ):
+                if os.environ.get("CRASHPOINT_NO_TOXIPROXY_BUILD") == "1" or not shutil.which("go"):
                     raise
                 print(
                     "crashpoint: building the Toxiproxy server once (go install, cached)...",

@@ -20,7 +20,8 @@ from harness.backends.base import Backend
 from harness.drivers import driver_for
 from harness.history import History
 from harness.target import TargetAdapter
-from harness.trial import ABORT, TrialConfig, TrialResult, run_trial, trial_seed
+from harness.trial import ABORT, TrialConfig
+from harness.verdict import TrialResult, run_trial, trial_seed
 from harness.watchdog import Watchdog
 from scenarios.table import Cell
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from harness.infra import RunInfra
 from harness.runner import run_one
-from harness.trial import TrialConfig, TrialResult
+from harness.trial import TrialConfig
+from harness.verdict import TrialResult
 from scenarios.table import BY_NAME, Cell
 
 
