@@ -19,7 +19,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(default=False)
 def unit(session: nox.Session) -> None:
     """Run only the fast unit tier (no sockets, no sleeps)."""
-    session.run("python", "-m", "pytest", "tests/unit", *session.posargs)
+    session.run("python", "-m", "pytest", "tests/unit", "-m", "not process", *session.posargs)
 
 
 @nox.session(default=False)
