@@ -150,6 +150,22 @@ def report(results: tuple[Path, ...], out: Path, self_contained: bool) -> None:
 
 
 @main.command()
+@click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--trial", "trial_ids", multiple=True, help="Trial id (default: all not held).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("crashpoint-replay"),
+    show_default=True,
+)
+def replay(results: Path, trial_ids: tuple[str, ...], out: Path) -> None:
+    """Run trials of a results.json again from their seeds and compare the verdicts."""
+    from harness.commands import replay_file
+
+    sys.exit(replay_file(results, trial_ids=trial_ids, out=out))
+
+
+@main.command()
 def doctor() -> None:
     """Say what is available here and how to get what is missing."""
     from harness.doctor import run_doctor

@@ -367,3 +367,49 @@ def points_command() -> None:
             f"{s.expected} -> {s.recovery}",
         )
     Console().print(table)
+
+
+def replay_file(path: Path, *, trial_ids: Sequence[str], out: Path) -> int:
+    """Run again the trials of a stored ``results.json`` (by default those that did not
+    hold), each from its own replay command, and say whether each verdict came back."""
+    import shlex
+
+    from harness.cli import main
+
+    try:
+        doc = json.loads(path.read_text())
+        trials = {t["id"]: t for t in doc["trials"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: not a crashpoint results.json ({exc})") from None
+    unknown = [t for t in trial_ids if t not in trials]
+    if unknown:
+        raise ConfigError(f"{path}: no trial {unknown[0]!r}; trial ids are in its trials[].id")
+    chosen = [trials[t] for t in trial_ids] or [
+        t for t in trials.values() if t["verdict"] in ("violated", "inconclusive")
+    ]
+    if not chosen:
+        console.print(f"{path}: every trial held or was skipped; nothing to replay")
+        return 0
+    worst = 0
+    for t in chosen:
+        args = shlex.split(t["replay"])[1:]
+        args += ["--out", str(out / t["id"])]
+        console.print(f"replay {t['id']} (was {t['verdict']})")
+        try:
+            main(args, standalone_mode=False)
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        record = out / t["id"] / "results.json"
+        if not record.exists():
+            console.print(f"  could not replay (exit {code}); see the message above")
+            worst = max(worst, code or 3, key=_severity)
+            continue
+        again = json.loads(record.read_text())["trials"][0]
+        same = again["verdict"] == t["verdict"]
+        console.print(
+            f"  {'reproduced' if same else 'NOT reproduced'}: {again['verdict']} "
+            f"(was {t['verdict']})"
+        )
+        worst = max(worst, code, key=_severity)
+    return worst
