@@ -10,6 +10,7 @@ teardown, and turns whatever happened into a :class:`TrialResult`.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -369,6 +370,10 @@ class Trial:
         ledger = self.target.ledger_facts()
         self.history.extend(arrival_events(arrivals))
         self.history.extend(self.target.ledger_events())
+        for handle in self.workers.values():
+            path = getattr(handle, "stderr_path", None)
+            if path is not None:
+                self.history.extend(worker_log_events(Path(path), handle.name))
         return OracleInput(
             jobs=list(self.jobs),
             provider_kinds={self.provider_name: self.cell.provider},
@@ -402,4 +407,46 @@ def arrival_events(arrivals: list[Any]) -> Iterator[Event]:
                 "fault": a.fault,
                 "arrival": a.id,
             },
+        )
+
+
+#: Worker log events worth a mark on the timeline (the rest is there already: claims and
+#: results from the ledger, writes and lookups from the provider).
+LOG_KINDS = {
+    "lease_lost": "lease_expired",
+    "attempt_abandoned": "note",
+    "ledger_error": "note",
+    "recovery": "note",
+    "no_provider": "note",
+}
+
+
+def worker_log_events(path: Path, worker: str) -> Iterator[Event]:
+    """Events from a worker's JSON log lines (``{"t": monotonic, "event": ...}``) on
+    stderr; anything else a worker prints is left alone."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return
+    for line in lines:
+        if not line.startswith("{"):
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("event") not in LOG_KINDS:
+            continue
+        t = entry.get("t")
+        if not isinstance(t, int | float):
+            continue
+        fields = {k: v for k, v in entry.items() if k not in ("t", "worker", "job", "attempt")}
+        fields["outcome"] = "rejected" if entry["event"] == "lease_lost" else "unknown"
+        job = entry.get("job")
+        yield Event(
+            float(t),
+            f"worker:{worker}",
+            LOG_KINDS[str(entry["event"])],
+            job=str(job) if job is not None else None,
+            fields=fields,
         )

@@ -102,6 +102,10 @@ def test_lease_expiry_before_the_call_makes_no_late_call() -> None:
     cont = events(r, "signal", signal="SIGCONT", worker="w1")
     assert cont
     assert [w["fields"]["worker"] for w in writes(r)] == ["w2"]
+    # The thawed owner looked at its lease, found it gone, and did not call out.
+    noticed = events(r, "lease_expired", source="worker:w1", step="before_external_call")
+    assert noticed, describe(r)
+    assert noticed[0]["t"] > cont[0]["t"]
     assert effects(r) == 1
 
 
