@@ -68,14 +68,17 @@ def test_unqueryable_crash_after_success_ends_in_review() -> None:
     assert reviews, describe(r)
 
 
-def test_duplicate_delivery_collapses_onto_one_effect() -> None:
+def test_duplicate_delivery_keeps_one_effect_by_its_key() -> None:
     r = run_cell("duplicate_delivery", "redelivered_while_in_flight", "idempotent")
     assert r.verdict == "held", describe(r)
     enqueues = events(r, "enqueue", job="j-0001")
     hold = events(r, "hold", job="j-0001")
     assert len(enqueues) == 2
     assert hold
-    assert enqueues[1]["t"] > hold[0]["t"]
+    assert enqueues[1]["t"] > hold[0]["t"]  # delivered again while the first was in flight
+    # The second consumer's write met the first one's key in flight, and waited.
+    second = [w["fields"]["status"] for w in writes(r) if w["fields"]["worker"] == "w2"]
+    assert second == [409], describe(r)
     assert effects(r) == 1
 
 
