@@ -6,8 +6,9 @@ as ``python -m scenarios.worker``; ``MUTANTS`` are its deliberately broken varia
 
 from __future__ import annotations
 
+from harness.oracle import INVARIANTS
 from scenarios.ledger import ClaimRow, JobRow, ReconcileRow, ResultWriteRow
-from scenarios.mutants import INVARIANTS, MUTANTS, Mutant
+from scenarios.mutants import MUTANTS, Mutant
 from scenarios.reference import LedgerView, ReferenceTarget, Snapshot
 
 #: The name the oracle and report use for a job row.
