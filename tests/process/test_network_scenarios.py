@@ -78,6 +78,8 @@ def test_slow_lease_renewal_stops_before_calling_out(pg_dsn: str) -> None:
     assert events(r, "toxic_on", type="latency")
     assert [w["fields"]["worker"] for w in writes(r)] == ["w2"], describe(r)
     assert [e["fields"]["token"] for e in events(r, "claim", job="j-0001")] == [1, 2]
+    # The slowed owner found its lease gone at its next ledger step, before any call.
+    assert events(r, "lease_expired", source="worker:w1"), describe(r)
 
 
 @pytest.mark.postgres
