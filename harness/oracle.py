@@ -22,16 +22,6 @@ from typing import Any
 
 from fake_providers.models import Arrival, Effect
 
-INVARIANTS = (
-    "no_duplicate_effect",
-    "no_retry_while_unknown",
-    "stable_key_and_payload",
-    "fenced_writes",
-    "nothing_lost",
-    "bounded_retries",
-    "ambiguity_goes_to_review",
-)
-
 #: Invariants that speak of the end state; they need quiescence to be decided.
 LIVENESS = frozenset({"nothing_lost"})
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The oracle owns the invariants' names; a mutant only points at one of them.
-from harness.oracle import INVARIANTS
+from harness.invariants import INVARIANTS
 
 
 @dataclass(frozen=True)
