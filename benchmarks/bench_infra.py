@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchmarks.stats import describe, repeat_s
 from harness.backends.process import ProcessBackend
-from harness.errors import CrashpointError
+from harness.contract.errors import CrashpointError
 from harness.network import NetworkFaults, ToxiproxyServer, find_toxiproxy
 from harness.rendezvous import Rendezvous
 
@@ -112,7 +112,7 @@ def bench_workers() -> None:
 # Times each failpoint() call from inside a real worker process.
 _CLIENT = f"""
 import json, time
-from harness.failpoints import failpoint
+from harness.contract.failpoint import failpoint
 samples = []
 for i in range({FAILPOINT_CALLS}):
     t0 = time.perf_counter()

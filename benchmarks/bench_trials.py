@@ -12,9 +12,10 @@ import time
 from benchmarks.stats import describe
 from harness.infra import RunInfra
 from harness.netfaults import TrialNetwork
+from harness.plan import Cell
 from harness.runner import run_cells
 from harness.trial import TrialConfig
-from scenarios.table import BY_NAME, Cell
+from scenarios.table import BY_NAME
 
 REPEATS = 5
 

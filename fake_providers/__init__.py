@@ -12,7 +12,7 @@ from fake_providers.models import KINDS, Arrival, Effect, Fault, Held
 
 if TYPE_CHECKING:
     from fake_providers.client import ProviderClient
-    from fake_providers.launcher import ProviderProcess, provider_env_var, start_provider
+    from fake_providers.launcher import ProviderProcess, start_provider
 
 __all__ = [
     "KINDS",
@@ -22,14 +22,12 @@ __all__ = [
     "Held",
     "ProviderClient",
     "ProviderProcess",
-    "provider_env_var",
     "start_provider",
 ]
 
 _LAZY = {
     "ProviderClient": "fake_providers.client",
     "ProviderProcess": "fake_providers.launcher",
-    "provider_env_var": "fake_providers.launcher",
     "start_provider": "fake_providers.launcher",
 }
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from fake_providers.models import Arrival, Effect, Fault, Held
-from harness.errors import ProviderError, RendezvousTimeout
+from harness.contract.errors import ProviderError, RendezvousTimeout
 
 #: Longest single long-poll; ``wait_held`` loops for longer waits.
 _POLL_S = 5.0

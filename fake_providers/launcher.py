@@ -6,7 +6,6 @@ import atexit
 import contextlib
 import json
 import os
-import re
 import selectors
 import signal
 import subprocess
@@ -17,14 +16,10 @@ from types import TracebackType
 
 from fake_providers.client import ProviderClient
 from fake_providers.models import KINDS
-from harness.errors import ProviderError
+from harness.contract.env import provider_env_var
+from harness.contract.errors import ProviderError
 
 _live: set[ProviderProcess] = set()
-
-
-def provider_env_var(name: str) -> str:
-    """The variable a worker reads the provider's URL from: ``CRASHPOINT_PROVIDER_<NAME>_URL``."""
-    return f"CRASHPOINT_PROVIDER_{re.sub(r'[^A-Z0-9]+', '_', name.upper())}_URL"
 
 
 class ProviderProcess:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
-KINDS = ("idempotent", "plain", "unqueryable")
+from harness.contract.vocabulary import PROVIDER_KINDS
+
+KINDS = PROVIDER_KINDS
 Kind = Literal["idempotent", "plain", "unqueryable"]
 
 #: Fault actions that act on writes, and the one that acts on lookups.

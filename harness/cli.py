@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from harness import __version__
-from harness.errors import ConfigError, CrashpointError, InfrastructureError
+from harness.contract.errors import ConfigError, CrashpointError, InfrastructureError
+from harness.contract.vocabulary import VERSION as __version__
 
 LEDGERS = ("sqlite", "postgres")
 BACKENDS = ("process", "docker")

@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.errors import ConfigError
+from harness.contract.errors import ConfigError
 from harness.infra import RunInfra
+from harness.plan import Cell, cells
 from harness.runner import (
     RunSpec,
     exit_code,
@@ -25,7 +26,7 @@ from harness.runner import (
 )
 from harness.trial import TrialConfig
 from harness.verdict import TrialResult
-from scenarios.table import BY_NAME, SCENARIOS, Cell, cells
+from scenarios.table import BY_NAME, SCENARIOS
 
 console = Console(stderr=True)
 if not console.is_terminal:

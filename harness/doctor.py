@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from harness.errors import CrashpointError
+from harness.contract.errors import CrashpointError
 
 DEFAULT_PG_DSN = "postgresql://crashpoint:crashpoint@127.0.0.1:5432/crashpoint"
 MIN_PYTHON = (3, 11)

@@ -11,8 +11,9 @@ import threading
 import time
 
 from fake_providers import Fault
+from harness.contract.errors import Inconclusive
 from harness.target import TargetAdapter
-from harness.trial import Inconclusive, Trial
+from harness.trial import Trial
 from harness.verdict import Driver
 
 NONE: frozenset[str] = frozenset()

@@ -8,9 +8,10 @@ has done its work, so recovery runs on a healthy network and the trial can end.
 from __future__ import annotations
 
 from fake_providers import Fault
+from harness.contract.errors import Inconclusive
 from harness.drivers import NONE, review_if_unqueryable
 from harness.netfaults import TrialNetwork
-from harness.trial import Inconclusive, Trial
+from harness.trial import Trial
 
 
 def _net(trial: Trial) -> TrialNetwork:

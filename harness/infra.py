@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend
-from harness.errors import ConfigError, InfrastructureError, ToxiproxyUnavailable
+from harness.contract.errors import ConfigError, InfrastructureError, ToxiproxyUnavailable
 from harness.history import History
+from harness.plan import Cell
 from harness.runner import RunSpec, base_environment
 from harness.target import TargetAdapter
 from harness.trial import TrialConfig
 from harness.watchdog import Watchdog
-from scenarios.table import Cell
 
 #: Scenarios that act on the target's ledger itself (restore it, or fault its link).
 NEEDS_REFERENCE_LEDGER = frozenset(

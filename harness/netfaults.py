@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from harness.history import History
 from harness.network import NetworkFaults, ProxyHandle, ToxiproxyServer
-from scenarios.table import Cell
+from harness.plan import Cell
 
 
 class TrialNetwork:

@@ -35,7 +35,7 @@ import requests
 from toxiproxy.api import APIConsumer
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 
-from harness.errors import ConfigError, InfrastructureError, ToxiproxyUnavailable
+from harness.contract.errors import ConfigError, InfrastructureError, ToxiproxyUnavailable
 from harness.history import History
 from harness.watchdog import Watchdog
 

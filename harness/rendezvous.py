@@ -1,4 +1,4 @@
-"""Harness side of the failpoint protocol (see :mod:`harness.failpoints`).
+"""Harness side of the failpoint protocol (see :mod:`harness.contract.failpoint`).
 
 A worker connects to a UNIX socket, writes one JSON line per boundary it reaches
 (``{"point", "job", "attempt", "pid"}``) and blocks until it reads one line back
@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import ConfigError, RendezvousTimeout
+from harness.contract.errors import ConfigError, RendezvousTimeout
 from harness.history import History
 
 # sockaddr_un.sun_path is 108 bytes on Linux, including the terminating NUL.

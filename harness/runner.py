@@ -19,11 +19,11 @@ from typing import Any
 from harness.backends.base import Backend
 from harness.drivers import driver_for
 from harness.history import History
+from harness.plan import Cell
 from harness.target import TargetAdapter
 from harness.trial import ABORT, TrialConfig
 from harness.verdict import TrialResult, run_trial, trial_seed
 from harness.watchdog import Watchdog
-from scenarios.table import Cell
 
 VERDICTS = ("held", "violated", "inconclusive", "skipped")
 SCHEMA = "crashpoint.results/1"

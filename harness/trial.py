@@ -23,15 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fake_providers import Fault, ProviderProcess, provider_env_var, start_provider
+from fake_providers import Fault, ProviderProcess, start_provider
 from harness.backends.base import Backend, WorkerHandle, describe_exit
-from harness.errors import CrashpointError, RendezvousTimeout
+from harness.contract.env import provider_env_var, provider_kind_var
+from harness.contract.errors import Inconclusive, RendezvousTimeout
 from harness.history import Event, History
 from harness.oracle import OracleInput
+from harness.plan import Cell
 from harness.rendezvous import Gate, Hit, Rendezvous
 from harness.target import TargetAdapter
 from harness.watchdog import Watchdog
-from scenarios.table import Cell
 
 #: The reference worker's provider name; a command target names its own.
 PROVIDER_NAME = "svc"
@@ -54,10 +55,6 @@ class TrialConfig:
     pg_dsn: str | None = None
     keep_dirs: bool = False
     workdir: Path | None = None
-
-
-class Inconclusive(CrashpointError):
-    """The trial could not decide (the fault was never reached, or no quiescence)."""
 
 
 class Trial:
@@ -225,7 +222,7 @@ class Trial:
             url = self.network.provider_url or url
         url_var = provider_env_var(self.provider_name)
         env[url_var] = url
-        env[url_var.removesuffix("_URL") + "_KIND"] = self.cell.provider
+        env[provider_kind_var(self.provider_name)] = self.cell.provider
         env["CRASHPOINT_FAILPOINTS"] = str(self.rendezvous.path)
         env["CRASHPOINT_STATE_DIR"] = str(self.dir)
         return env

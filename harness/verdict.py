@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend
-from harness.errors import CrashpointError
+from harness.contract.errors import CrashpointError, Inconclusive
 from harness.history import History
 from harness.oracle import LIVENESS, Violation, check
+from harness.plan import Cell
 from harness.target import TargetAdapter
-from harness.trial import Inconclusive, Trial, TrialConfig
+from harness.trial import Trial, TrialConfig
 from harness.watchdog import Watchdog
-from scenarios.table import Cell
 
 
 @dataclass

@@ -21,7 +21,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from harness import __version__
+from harness.contract.vocabulary import VERSION as __version__
 from reports.kill_view import build_kill_view
 from reports.matrix import build_matrix
 from reports.model import CELL_STATUSES, SEVERITY, Results, Trial

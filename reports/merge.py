@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
-from harness.errors import ConfigError
+from harness.contract.errors import ConfigError
 from reports.model import KillMatrix, MutantResult, Results, Trial
 
 T = TypeVar("T")

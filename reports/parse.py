@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar, cast
 
-from harness.errors import ConfigError
+from harness.contract.errors import ConfigError
 from reports.model import (
     SCHEMA,
     VERDICTS,

@@ -6,7 +6,7 @@ as ``python -m scenarios.worker``; ``MUTANTS`` are its deliberately broken varia
 
 from __future__ import annotations
 
-from harness.invariants import INVARIANTS
+from harness.contract.vocabulary import INVARIANTS
 from scenarios.ledger import ClaimRow, JobRow, ReconcileRow, ResultWriteRow
 from scenarios.mutants import MUTANTS, Mutant
 from scenarios.reference import LedgerView, ReferenceTarget, Snapshot

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The oracle owns the invariants' names; a mutant only points at one of them.
-from harness.invariants import INVARIANTS
+from harness.contract.vocabulary import INVARIANTS
 
 
 @dataclass(frozen=True)

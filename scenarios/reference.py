@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.contract.env import provider_env_var, provider_kind_var
 from scenarios.ledger import (
     ClaimRow,
     Dump,
@@ -24,7 +25,7 @@ from scenarios.ledger import (
     open_ledger,
     split_dsn,
 )
-from scenarios.worker.config import ProviderSpec, env_name
+from scenarios.worker.config import ProviderSpec
 
 #: A job's journey ends in one of these (or in needs_review).
 END_DELIVERY_STATES = frozenset({"acknowledged", "dead_lettered"})
@@ -149,8 +150,8 @@ class ReferenceTarget:
             env["CRASHPOINT_LEDGER_SCHEMA"] = self.schema
         for name, spec in (providers or {}).items():
             kind, url = (spec.kind, spec.url) if isinstance(spec, ProviderSpec) else spec
-            env[f"CRASHPOINT_PROVIDER_{env_name(name)}_URL"] = url
-            env[f"CRASHPOINT_PROVIDER_{env_name(name)}_KIND"] = kind
+            env[provider_env_var(name)] = url
+            env[provider_kind_var(name)] = kind
         if failpoints is not None:
             env["CRASHPOINT_FAILPOINTS"] = str(failpoints)
         if recovery:

@@ -8,10 +8,10 @@ and signals where that makes sense; :func:`cells` expands the cross product.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-PROVIDER_KINDS = ("idempotent", "plain", "unqueryable")
+from harness.contract.vocabulary import PROVIDER_KINDS
+
 ALL = PROVIDER_KINDS
 CRASH_SIGNALS = ("SIGKILL", "SIGTERM")
 
@@ -154,53 +154,3 @@ NETWORK_POINTS = frozenset(
 )
 
 BY_NAME = {s.name: s for s in SCENARIOS}
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One cell of the matrix: a scenario at one point, provider kind and signal."""
-
-    scenario: Scenario
-    point: str
-    provider: str
-    signal: str | None
-    ledger: str = "sqlite"
-    backend: str = "process"
-    mutant: str | None = None
-
-    @property
-    def id(self) -> str:
-        parts = [self.scenario.name, self.point, self.provider, self.signal or "none"]
-        parts += [self.ledger, self.backend]
-        if self.mutant:
-            parts.insert(0, self.mutant)
-        return ".".join(parts)
-
-    @property
-    def network(self) -> bool:
-        return self.point in NETWORK_POINTS
-
-
-def cells(
-    scenarios: Iterable[Scenario] = SCENARIOS,
-    *,
-    providers: Sequence[str] = PROVIDER_KINDS,
-    signals: Sequence[str] | None = None,
-    ledger: str = "sqlite",
-    backend: str = "process",
-    mutant: str | None = None,
-) -> list[Cell]:
-    """Expand scenarios into cells, keeping only the providers and signals asked for."""
-    out = []
-    for s in scenarios:
-        if s.ledgers is not None and ledger not in s.ledgers:
-            continue
-        for point in s.points:
-            for provider in s.providers:
-                if provider not in providers:
-                    continue
-                for sig in s.signals:
-                    if signals is not None and sig is not None and sig not in signals:
-                        continue
-                    out.append(Cell(s, point, provider, sig, ledger, backend, mutant))
-    return out

@@ -25,6 +25,6 @@ def get_backend(
         from harness.backends.docker import DockerBackend
 
         return DockerBackend(history=history, watchdog=watchdog)
-    from harness.errors import ConfigError
+    from harness.contract.errors import ConfigError
 
     raise ConfigError(f"unknown backend {name!r}; choose 'process' or 'docker'")

@@ -36,7 +36,7 @@ import psutil
 
 import harness
 from harness.backends.base import Backend, WorkerHandle, describe_exit, signal_name
-from harness.errors import InfrastructureError
+from harness.contract.errors import InfrastructureError
 from harness.history import History
 from harness.watchdog import RUN_LABEL, Watchdog
 

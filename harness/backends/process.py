@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from harness.backends.base import Backend, WorkerHandle, describe_exit, signal_name
-from harness.errors import InfrastructureError
+from harness.contract.errors import InfrastructureError
 from harness.history import History
 from harness.watchdog import Watchdog
 

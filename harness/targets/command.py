@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError, InfrastructureError
+from harness.contract.errors import ConfigError, InfrastructureError
+from harness.contract.vocabulary import PROVIDER_KINDS
 from harness.history import Event
 from harness.oracle import LedgerFacts
 
-KINDS = ("idempotent", "plain", "unqueryable")
 TARGET_KEYS = ("name", "command", "workers", "lease_ttl_s", "enqueue", "ledger")
 ENQUEUE_TIMEOUT_S = 10.0
 #: No arrival for this long (with every job served) counts as quiet ...
@@ -132,9 +132,9 @@ def load_config(path: Path) -> CommandConfig:
         known(p, where, ("name", "kind"))
         pname = need(p, "name", where, str)
         kind = need(p, "kind", where, str)
-        if kind not in KINDS:
+        if kind not in PROVIDER_KINDS:
             raise ConfigError(
-                f"{path}: {where}.kind must be one of {', '.join(KINDS)}, got {kind!r}"
+                f"{path}: {where}.kind must be one of {', '.join(PROVIDER_KINDS)}, got {kind!r}"
             )
         decls.append(ProviderDecl(pname, kind))
     return CommandConfig(

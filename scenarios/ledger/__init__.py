@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from scenarios.ledger._sql import LedgerError
+from harness.contract.errors import LedgerError
 from scenarios.ledger.base import (
     Claimed,
     ClaimRow,

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from harness.errors import CrashpointError
+from harness.contract.errors import LedgerError
 from scenarios.ledger.base import (
     STATE_TABLES,
     Claimed,
@@ -156,10 +156,6 @@ class Cursor(Protocol):
 
 class Tx(Protocol):
     def __call__(self, sql: str, params: Sequence[Any] = (), /) -> Cursor: ...
-
-
-class LedgerError(CrashpointError):
-    """The ledger refused an operation (a key collision between two jobs)."""
 
 
 class SqlLedger:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.failpoints import failpoint
+from harness.contract.failpoint import failpoint
 from scenarios.ledger import Claimed, LedgerStore
 from scenarios.worker.calls import Lookup, ProviderCalls, WriteResult
 from scenarios.worker.config import ProviderSpec, WorkerConfig

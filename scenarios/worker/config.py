@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from harness.errors import ConfigError
-
-PROVIDER_KINDS = ("idempotent", "plain", "unqueryable")
-_PROVIDER_URL = re.compile(r"^CRASHPOINT_PROVIDER_(?P<name>[A-Z0-9_]+)_URL$")
-
-
-def env_name(provider: str) -> str:
-    """The ``<NAME>`` part of ``CRASHPOINT_PROVIDER_<NAME>_URL`` for a provider name."""
-    return re.sub(r"[^A-Za-z0-9]", "_", provider).upper()
+from harness.contract import env as names
+from harness.contract.errors import ConfigError
+from harness.contract.vocabulary import PROVIDER_KINDS
 
 
 @dataclass(frozen=True)
@@ -40,7 +33,7 @@ class WorkerConfig:
     backoff_s: float = 0.05
 
     def provider(self, name: str) -> ProviderSpec | None:
-        return self.providers.get(env_name(name))
+        return self.providers.get(names.provider_env_name(name))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerConfig:
@@ -53,11 +46,11 @@ class WorkerConfig:
             )
         providers = {}
         for var, url in env.items():
-            m = _PROVIDER_URL.match(var)
+            m = names.PROVIDER_URL_VAR.match(var)
             if m is None:
                 continue
             name = m["name"]
-            kind = env.get(f"CRASHPOINT_PROVIDER_{name}_KIND", "idempotent")
+            kind = env.get(names.provider_kind_var(name), "idempotent")
             if kind not in PROVIDER_KINDS:
                 raise ConfigError(
                     f"CRASHPOINT_PROVIDER_{name}_KIND={kind!r} is unknown; use one of "

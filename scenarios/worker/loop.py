@@ -139,7 +139,7 @@ class Worker:
 
 
 def main() -> int:
-    from harness.errors import ConfigError
+    from harness.contract.errors import ConfigError
 
     try:
         cfg = WorkerConfig.from_env()

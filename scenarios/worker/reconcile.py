@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from harness.failpoints import failpoint
+from harness.contract.failpoint import failpoint
 from scenarios.ledger import Claimed, LedgerStore
 from scenarios.worker.calls import Lookup, ProviderCalls
 from scenarios.worker.config import ProviderSpec

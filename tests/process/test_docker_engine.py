@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from harness.backends.docker import DockerBackend, DockerHandle, connect
-from harness.errors import InfrastructureError
+from harness.contract.errors import InfrastructureError
 from harness.history import History
 from harness.pytest_plugin import missing
 from harness.rendezvous import Rendezvous
@@ -118,7 +118,7 @@ def test_container_worker_held_at_a_failpoint_then_killed(
     backend: DockerBackend, workdir: Path
 ) -> None:
     code = (
-        "from harness.failpoints import failpoint\n"
+        "from harness.contract.failpoint import failpoint\n"
         "failpoint('before_external_call', 'j-0001', 1)\n"
         "print('past the boundary', flush=True)\n"
     )

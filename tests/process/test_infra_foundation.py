@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from harness.backends.docker import DockerBackend, connect
-from harness.errors import InfrastructureError, ToxiproxyUnavailable
+from harness.contract.errors import InfrastructureError, ToxiproxyUnavailable
 from harness.network import NetworkFaults, ToxiproxyServer, find_toxiproxy
 from harness.pytest_plugin import missing
 

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from harness.backends.docker import connect, sweep
-from harness.errors import InfrastructureError
+from harness.contract.errors import InfrastructureError
 from harness.pytest_plugin import missing
 from harness.watchdog import Watchdog
 

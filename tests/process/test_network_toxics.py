@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.errors import ToxiproxyUnavailable
+from harness.contract.errors import ToxiproxyUnavailable
 from harness.history import History
 from harness.network import (
     NetworkFaults,

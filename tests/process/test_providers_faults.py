@@ -267,7 +267,7 @@ def test_keys_expire_after_ttl(start: Start) -> None:
 
 
 def test_wait_held_times_out_when_nothing_matches(start: Start) -> None:
-    from harness.errors import RendezvousTimeout
+    from harness.contract.errors import RendezvousTimeout
 
     p = start("plain")
     fault_id = p.client.arm(Fault("hold_before_commit", job="j-other"))

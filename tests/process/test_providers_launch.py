@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from fake_providers import ProviderProcess, start_provider
 from fake_providers.cli import serve
-from harness.errors import ProviderError
+from harness.contract.errors import ProviderError
 
 pytestmark = pytest.mark.process
 

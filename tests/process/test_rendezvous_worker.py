@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.process import ProcessBackend, ProcessHandle
-from harness.errors import RendezvousTimeout
+from harness.contract.errors import RendezvousTimeout
 from harness.history import History
 from harness.rendezvous import Rendezvous
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.process
 # Passes three standard boundaries for one job, printing each one it got past.
 WORKER = """
 import sys
-from harness.failpoints import failpoint
+from harness.contract.failpoint import failpoint
 job = sys.argv[1]
 for point in ("after_claim", "before_external_call", "after_external_call"):
     failpoint(point, job, 1)

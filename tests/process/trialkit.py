@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from harness.infra import RunInfra
+from harness.plan import Cell
 from harness.runner import run_one
 from harness.trial import TrialConfig
 from harness.verdict import TrialResult
-from scenarios.table import BY_NAME, Cell
+from scenarios.table import BY_NAME
 
 
 def run_cell(

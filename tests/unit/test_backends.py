@@ -13,7 +13,7 @@ from harness.backends import Backend, describe_exit, get_backend
 from harness.backends.base import signal_name
 from harness.backends.docker import DockerBackend, _root_tar, host_binds
 from harness.backends.process import ProcessBackend
-from harness.errors import ConfigError
+from harness.contract.errors import ConfigError
 
 
 @pytest.mark.parametrize(

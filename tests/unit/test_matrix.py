@@ -7,11 +7,12 @@ from typing import Any
 import pytest
 
 from harness.commands import select_cells
-from harness.errors import ConfigError
+from harness.contract.errors import ConfigError
 from harness.killmatrix import kill_matrix
+from harness.plan import Cell, cells
 from harness.runner import exit_code, summarize
 from scenarios.mutants import MUTANTS
-from scenarios.table import BY_NAME, NETWORK_POINTS, SCENARIOS, Cell, cells
+from scenarios.table import BY_NAME, NETWORK_POINTS, SCENARIOS
 
 
 def test_every_row_of_the_table_is_a_scenario() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from toxiproxy.api import APIConsumer
 
-from harness.errors import ConfigError, InfrastructureError, ToxiproxyUnavailable
+from harness.contract.errors import ConfigError, InfrastructureError, ToxiproxyUnavailable
 from harness.history import History
 from harness.network import (
     INSTALL_HINT,

@@ -9,8 +9,9 @@ import httpx
 import pytest
 import respx
 
-from fake_providers import Fault, ProviderClient, provider_env_var
-from harness.errors import ProviderError, RendezvousTimeout
+from fake_providers import Fault, ProviderClient
+from harness.contract.env import provider_env_var
+from harness.contract.errors import ProviderError, RendezvousTimeout
 
 URL = "http://127.0.0.1:9"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import ConfigError, RendezvousTimeout
+from harness.contract.errors import ConfigError, RendezvousTimeout
 from harness.rendezvous import Gate, Hit, Holds, Rendezvous, _Conn
 
 

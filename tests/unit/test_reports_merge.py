@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
+from harness.contract.errors import ConfigError
 from reports import build_report, load_results, merge, write_results
 from reports.model import Results
 

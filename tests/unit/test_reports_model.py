@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness.errors import ConfigError
+from harness.contract.errors import ConfigError
 from reports import load_results, results_from_dict, results_to_dict, write_results
 from reports.model import Summary
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from harness.errors import ConfigError
+from harness.contract.env import provider_env_var
+from harness.contract.errors import ConfigError
 from scenarios import ReferenceTarget
 from scenarios.worker.config import ProviderSpec, WorkerConfig
 
@@ -82,3 +85,13 @@ def test_reference_target_env_round_trips(tmp_path: object) -> None:
         4,
     )
     assert target.worker_argv()[1:] == ["-m", "scenarios.worker"]
+
+
+@pytest.mark.parametrize("name", ["pay--v2", "crm.v2", "mail-out", "Billing_EU", "a..b--c"])
+def test_harness_and_worker_agree_on_a_providers_variables(name: str, tmp_path: Path) -> None:
+    # The harness names the variables (the launcher and the reference target both call
+    # provider_env_var); the worker finds them again by the job's provider name.
+    target = ReferenceTarget("sqlite:///ledger.db", state_dir=str(tmp_path))
+    env = target.worker_env("w1", providers={name: ("plain", "http://127.0.0.1:9")})
+    assert provider_env_var(name) in env
+    assert WorkerConfig.from_env(env).provider(name) == ProviderSpec("plain", "http://127.0.0.1:9")

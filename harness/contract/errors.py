@@ -4,8 +4,10 @@
     ├── ConfigError          bad configuration or usage (CLI exit 2)
     ├── InfrastructureError  a server, engine or binary the run needs is missing or broke (exit 3)
     │   └── ToxiproxyUnavailable
+    ├── Inconclusive         a trial could not decide (fault never reached, no quiescence)
     ├── RendezvousTimeout    a worker never reached the boundary a trial waits for
-    └── ProviderError        a fake provider answered its control API unexpectedly
+    ├── ProviderError        a fake provider answered its control API unexpectedly
+    └── LedgerError          the reference ledger refused an operation
 
 Every message says what happened, shows the value, and says what to do.
 """
@@ -29,9 +31,17 @@ class ToxiproxyUnavailable(InfrastructureError):
     """No Toxiproxy server could be found, started or built."""
 
 
+class Inconclusive(CrashpointError):
+    """The trial could not decide (the fault was never reached, or no quiescence)."""
+
+
 class RendezvousTimeout(CrashpointError):
     """A worker did not reach the awaited failpoint or provider hold in time."""
 
 
 class ProviderError(CrashpointError):
     """A fake provider's control or oracle API answered unexpectedly."""
+
+
+class LedgerError(CrashpointError):
+    """The reference ledger refused an operation (a key collision between two jobs)."""

@@ -1,0 +1,70 @@
+"""Worker-side failpoint client (the stable protocol, any language).
+
+When ``CRASHPOINT_FAILPOINTS`` names a UNIX socket, :func:`failpoint` writes one JSON line
+``{"point": ..., "job": ..., "attempt": ..., "pid": ...}`` (plus, optionally, ``"worker"``:
+the worker's ``CRASHPOINT_WORKER_ID``) and blocks until it reads one line back
+(``{"action": "continue"}``). While the worker is blocked the harness may kill
+or pause it, so a signal lands exactly at the boundary. When the variable is unset the
+call is a global lookup and a return: well under a microsecond.
+
+A Node.js or Go worker needs the same twenty lines: connect once, write a line, read a line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+
+from harness.contract.env import FAILPOINTS, WORKER_ID
+
+#: The one reply the harness sends today; a client treats any other action as continue.
+CONTINUE = "continue"
+CONTINUE_LINE = b'{"action": "continue"}\n'
+
+_path: str | None = os.environ.get(FAILPOINTS) or None
+_worker: str | None = os.environ.get(WORKER_ID) or None
+_sock: socket.socket | None = None
+_reader: object = None
+_lock = threading.Lock()
+
+
+def enabled() -> bool:
+    return _path is not None
+
+
+def failpoint(point: str, job: str, attempt: int) -> str:
+    """Report reaching ``point`` and wait for the harness; returns the action it chose."""
+    if _path is None:
+        return CONTINUE
+    return _rendezvous(point, job, attempt)
+
+
+def _rendezvous(point: str, job: str, attempt: int) -> str:
+    global _sock, _reader, _path
+    message = {"point": point, "job": job, "attempt": attempt, "pid": os.getpid()}
+    if _worker is not None:
+        message["worker"] = _worker
+    line = json.dumps(message)
+    with _lock:
+        try:
+            if _sock is None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                assert _path is not None
+                sock.connect(_path)
+                _sock = sock
+                _reader = sock.makefile("r", encoding="utf-8")
+            _sock.sendall(line.encode() + b"\n")
+            reply = _reader.readline()  # type: ignore[attr-defined]
+        except OSError:
+            reply = ""
+        if not reply:
+            # The harness went away: from now on behave as if failpoints were off, rather
+            # than hang or die on a dead socket.
+            if _sock is not None:
+                _sock.close()
+            _sock, _reader, _path = None, None, None
+            return CONTINUE
+    action = json.loads(reply).get("action", CONTINUE)
+    return str(action)

@@ -1,0 +1,76 @@
+"""The words every part of crashpoint agrees on.
+
+Kept free of imports: the reference worker imports it at every start (through its
+mutants' registry), and a worker's start-up is on every trial's path.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+
+VERSION = "0.1.0"
+
+#: The schema names of the documents crashpoint writes (see docs/results.md).
+RESULTS_SCHEMA = "crashpoint.results/1"
+
+#: The oracle's seven invariants, in the order it checks them.
+INVARIANTS = (
+    "no_duplicate_effect",
+    "no_retry_while_unknown",
+    "stable_key_and_payload",
+    "fenced_writes",
+    "nothing_lost",
+    "bounded_retries",
+    "ambiguity_goes_to_review",
+)
+
+#: Invariants that speak of the end state; they need quiescence to be decided.
+LIVENESS = frozenset({"nothing_lost"})
+
+#: The fake providers' kinds (see fake_providers/README.md).
+PROVIDER_KINDS = ("idempotent", "plain", "unqueryable")
+
+
+class Verdict(StrEnum):
+    """What a trial proved."""
+
+    HELD = "held"
+    VIOLATED = "violated"
+    #: Could not decide: timeout, fault never reached, harness trouble.
+    INCONCLUSIVE = "inconclusive"
+    #: A prerequisite (such as Toxiproxy) is missing.
+    SKIPPED = "skipped"
+
+
+class ExitCode(IntEnum):
+    """The CLI's exit codes (stable)."""
+
+    HELD = 0
+    VIOLATED = 1
+    USAGE = 2
+    INCONCLUSIVE = 3
+
+
+class EventKind(StrEnum):
+    """The kinds of trial-history events; the report colours them by kind."""
+
+    WORKER_START = "worker_start"
+    WORKER_EXIT = "worker_exit"
+    ENQUEUE = "enqueue"
+    CLAIM = "claim"
+    FAILPOINT = "failpoint"
+    SIGNAL = "signal"
+    #: A write reached a provider (its fields carry the whole arrival).
+    ARRIVAL = "arrival"
+    #: A provider committed an effect (its fields carry the effect).
+    COMMIT = "commit"
+    HOLD = "hold"
+    RELEASE = "release"
+    TOXIC_ON = "toxic_on"
+    TOXIC_OFF = "toxic_off"
+    LEASE_EXPIRED = "lease_expired"
+    #: A lookup reached a provider, or the ledger recorded a reconcile outcome.
+    RECONCILE = "reconcile"
+    RESULT_WRITE = "result_write"
+    RESTORE = "restore"
+    NOTE = "note"
