@@ -166,12 +166,16 @@ def _kill_group(pgid: int, ctime: float | None) -> None:
 def _remove_containers(run_id: str) -> None:
     try:
         import docker
+        import docker.errors
 
         client = docker.from_env(timeout=10)
+        # Another reaper (the backend's own close) may remove a container between the
+        # listing and the removal: neither step may fail on a container already gone.
         for container in client.containers.list(
-            all=True, filters={"label": f"{RUN_LABEL}={run_id}"}
+            all=True, filters={"label": f"{RUN_LABEL}={run_id}"}, ignore_removed=True
         ):
-            container.remove(force=True)
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
         client.close()
     except Exception as exc:  # the engine may be gone too; nothing else to do from here
         print(f"watchdog: could not remove containers of run {run_id}: {exc}", file=sys.stderr)

@@ -360,7 +360,7 @@ class DockerBackend:
         if self._client is not None:
             with contextlib.suppress(Exception):
                 for leftover in self._client.containers.list(
-                    all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}
+                    all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}, ignore_removed=True
                 ):
                     leftover.remove(force=True)
             self._client.close()
@@ -393,12 +393,18 @@ def connect(timeout_s: float = 10.0) -> Any:
 
 def sweep(run_id: str, client: Any = None) -> int:
     """Remove every container labelled with ``run_id``; how many there were."""
+    import docker.errors
+
     own = client is None
     client = client or connect()
     try:
-        found = client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
+        # The watchdog may reap the same containers at the same moment.
+        found = client.containers.list(
+            all=True, filters={"label": f"{RUN_LABEL}={run_id}"}, ignore_removed=True
+        )
         for container in found:
-            container.remove(force=True)
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
         return len(found)
     finally:
         if own:

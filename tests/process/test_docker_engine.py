@@ -52,7 +52,12 @@ def backend(client: Any) -> Iterator[DockerBackend]:
     b = DockerBackend(client=client, history=History())
     yield b
     b.close()
-    assert client.containers.list(all=True, filters={"label": f"crashpoint.run={b.run_id}"}) == []
+    assert (
+        client.containers.list(
+            all=True, filters={"label": f"crashpoint.run={b.run_id}"}, ignore_removed=True
+        )
+        == []
+    )
 
 
 def _tree(backend: DockerBackend, workdir: Path) -> tuple[DockerHandle, list[psutil.Process]]:

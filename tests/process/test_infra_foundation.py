@@ -117,6 +117,6 @@ def test_container_killed_with_sigkill(docker_client: Any, workdir: Path) -> Non
         assert worker.engine_exit_code == 137
         run_id = backend.run_id
     leftovers = docker_client.containers.list(
-        all=True, filters={"label": f"crashpoint.run={run_id}"}
+        all=True, filters={"label": f"crashpoint.run={run_id}"}, ignore_removed=True
     )
     assert leftovers == []

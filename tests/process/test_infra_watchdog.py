@@ -136,8 +136,12 @@ def test_sigkilled_harness_leaves_no_container(workdir: Path, pytestconfig: pyte
     info = _kill_the_harness(workdir, "docker")
     label = {"label": f"crashpoint.run={info['run_id']}"}
     try:
-        assert client.containers.list(all=True, filters=label), "container should exist at first"
-        assert _settle(lambda: not client.containers.list(all=True, filters=label), 8.0)
+        assert client.containers.list(all=True, filters=label, ignore_removed=True), (
+            "container should exist at first"
+        )
+        assert _settle(
+            lambda: not client.containers.list(all=True, filters=label, ignore_removed=True), 8.0
+        )
         assert _settle(lambda: not _group_members(info["pgid"]))
     finally:
         _cleanup(info)
