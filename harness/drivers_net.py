@@ -10,7 +10,7 @@ from __future__ import annotations
 from fake_providers import Fault
 from harness.contract.errors import Inconclusive
 from harness.drivers import NONE, review_if_unqueryable
-from harness.netfaults import TrialNetwork
+from harness.network import TrialNetwork
 from harness.trial import Trial
 
 

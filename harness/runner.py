@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.backends.base import Backend
 from harness.drivers import driver_for
@@ -24,6 +24,9 @@ from harness.target import TargetAdapter
 from harness.trial import ABORT, TrialConfig
 from harness.verdict import TrialResult, run_trial, trial_seed
 from harness.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from harness.network.seam import NetworkSeam
 
 VERDICTS = ("held", "violated", "inconclusive", "skipped")
 SCHEMA = "crashpoint.results/1"
@@ -43,7 +46,7 @@ class RunSpec:
     jobs: int = 1
     #: Reasons cells are skipped before they run (cell id -> reason), e.g. no Toxiproxy.
     skipped: dict[str, str] = field(default_factory=dict)
-    make_network: Callable[[Cell], Any] | None = None
+    make_network: Callable[[Cell], NetworkSeam | None] | None = None
     replay_flags: Sequence[str] = ()
     watchdog: Watchdog | None = None
 
