@@ -11,7 +11,7 @@ import time
 
 from benchmarks.stats import describe
 from harness.infra import RunInfra
-from harness.netfaults import TrialNetwork
+from harness.network import TrialNetwork
 from harness.plan import Cell
 from harness.runner import run_cells
 from harness.trial import TrialConfig

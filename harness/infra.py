@@ -154,7 +154,7 @@ class RunInfra:
     def make_network(self, cell: Cell) -> Any:
         if not cell.network or self.toxiproxy is None:
             return None
-        from harness.netfaults import TrialNetwork
+        from harness.network import TrialNetwork
 
         return TrialNetwork(self.toxiproxy, cell)
 

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.backends.base import Backend
 from harness.drivers import driver_for
@@ -24,6 +24,9 @@ from harness.target import TargetAdapter
 from harness.trial import ABORT, TrialConfig
 from harness.verdict import TrialResult, run_trial, trial_seed
 from harness.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from harness.network.seam import NetworkSeam
 
 VERDICTS = ("held", "violated", "inconclusive", "skipped")
 SCHEMA = "crashpoint.results/1"
@@ -43,7 +46,7 @@ class RunSpec:
     jobs: int = 1
     #: Reasons cells are skipped before they run (cell id -> reason), e.g. no Toxiproxy.
     skipped: dict[str, str] = field(default_factory=dict)
-    make_network: Callable[[Cell], Any] | None = None
+    make_network: Callable[[Cell], NetworkSeam | None] | None = None
     replay_flags: Sequence[str] = ()
     watchdog: Watchdog | None = None
 
@@ -63,11 +66,10 @@ def skipped_result(cell: Cell, seed: int, reason: str) -> TrialResult:
 
 def run_one(spec: RunSpec, cell: Cell) -> TrialResult:
     seed = trial_seed(spec.seed, cell)
+    # First, and raising: a row no driver plays is an engine defect, never a skip.
+    driver = driver_for(cell.scenario.name, cell.point)
     if cell.id in spec.skipped:
         return skipped_result(cell, seed, spec.skipped[cell.id])
-    driver = driver_for(cell.scenario.name, cell.point)
-    if driver is None:
-        return skipped_result(cell, seed, f"no driver for {cell.scenario.name} at {cell.point}")
     network = spec.make_network(cell) if spec.make_network is not None else None
     try:
         return run_trial(

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fake_providers import Fault, ProviderProcess, start_provider
 from harness.backends.base import Backend, WorkerHandle, describe_exit
@@ -30,9 +30,13 @@ from harness.contract.errors import Inconclusive, RendezvousTimeout
 from harness.history import Event, History
 from harness.oracle import OracleInput
 from harness.plan import Cell
+from harness.providers import ProviderControl
 from harness.rendezvous import Gate, Hit, Rendezvous
 from harness.target import TargetAdapter
 from harness.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from harness.network.seam import NetworkSeam
 
 #: The reference worker's provider name; a command target names its own.
 PROVIDER_NAME = "svc"
@@ -68,7 +72,7 @@ class Trial:
         config: TrialConfig,
         make_backend: Callable[[History], Backend],
         make_target: Callable[[Path], TargetAdapter],
-        network: Any = None,
+        network: NetworkSeam | None = None,
         watchdog: Watchdog | None = None,
     ) -> None:
         self.cell = cell
@@ -147,7 +151,7 @@ class Trial:
     # -- verbs for drivers ----------------------------------------------------------------
 
     @property
-    def client(self) -> Any:
+    def client(self) -> ProviderControl:
         assert self.provider is not None
         return self.provider.client
 

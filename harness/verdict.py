@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.backends.base import Backend
 from harness.contract.errors import CrashpointError, Inconclusive
@@ -24,6 +24,9 @@ from harness.plan import Cell
 from harness.target import TargetAdapter
 from harness.trial import Trial, TrialConfig
 from harness.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from harness.network.seam import NetworkSeam
 
 
 @dataclass
@@ -74,7 +77,7 @@ def run_trial(
     config: TrialConfig,
     make_backend: Callable[[History], Backend],
     make_target: Callable[[Path], TargetAdapter],
-    network: Any = None,
+    network: NetworkSeam | None = None,
     watchdog: Watchdog | None = None,
 ) -> TrialResult:
     """Run ``driver`` on a fresh trial of ``cell`` and judge it.

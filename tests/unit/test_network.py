@@ -1,4 +1,5 @@
-"""Finding Toxiproxy and driving its API, with the wire replaced by a fake APIConsumer."""
+"""Finding Toxiproxy and driving its API (and a trial's links), with the wire replaced by a
+fake APIConsumer."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from harness.network import (
     ProxyHandle,
     ToxiproxyLocation,
     ToxiproxyServer,
+    TrialNetwork,
     cached_binary,
     find_toxiproxy,
 )
+from harness.plan import Cell
+from scenarios.table import BY_NAME
 
 
 def _exe(path: Path) -> Path:
@@ -190,3 +194,34 @@ def test_unstarted_server_says_start_first() -> None:
 def test_bad_upstream_is_a_config_error(wire: FakeWire) -> None:
     with pytest.raises(ConfigError, match="'nohost'"):
         NetworkFaults(_server(1111)).proxy("p", "nohost")
+
+
+def test_trial_network_faults_the_link_it_names(wire: FakeWire) -> None:
+    cell = Cell(BY_NAME["ledger_link_faults"], "ledger_latency", "plain", None, "postgres")
+    net = TrialNetwork(_server(1111), cell)
+    dsn = "postgresql://u:pw@db.local:5433/crashpoint"
+    net.attach(history=History(), provider_url="http://127.0.0.1:9000", ledger_dsn=dsn)
+    assert net.provider_url == "http://127.0.0.1:45678"
+    assert net.ledger_dsn(dsn) == "postgresql://u:pw@127.0.0.1:45678/crashpoint"
+    ledger = f"/proxies/ledger-{net.tag}"
+    name = net.on("ledger", "latency", latency=300, stream="upstream")
+    net.off("ledger", name)
+    net.down()
+    calls = [(c[0], c[1]) for c in wire.calls[2:]]  # after the two proxies were made
+    assert calls == [
+        ("post", f"{ledger}/toxics"),
+        ("delete", f"{ledger}/toxics/latency_upstream"),
+        ("post", f"/proxies/provider-{net.tag}"),
+    ]
+    toxic = wire.calls[2][4]["json"]
+    assert (toxic["stream"], toxic["attributes"]) == ("upstream", {"latency": 300})
+    assert wire.calls[4][4]["json"] == {"enabled": False}
+
+
+def test_trial_network_without_a_ledger_proxy_refuses_ledger_faults(wire: FakeWire) -> None:
+    cell = Cell(BY_NAME["ambiguous_timeout"], "toxic_latency", "plain", None)
+    net = TrialNetwork(_server(1111), cell)
+    net.attach(history=History(), provider_url="http://127.0.0.1:9000", ledger_dsn=None)
+    assert net.ledger_dsn("sqlite:///x") == "sqlite:///x"
+    with pytest.raises(ConfigError, match=r"no ledger proxy .*toxic_latency"):
+        net.on("ledger", "reset_peer", timeout=0)

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from harness.contract.errors import ConfigError
 from harness.history import History
-from harness.network import NetworkFaults, ProxyHandle, ToxiproxyServer
+from harness.network.faults import NetworkFaults, ProxyHandle
+from harness.network.seam import Link, NetworkSeam
+from harness.network.server import ToxiproxyServer
 from harness.plan import Cell
 
 
@@ -48,31 +51,40 @@ class TrialNetwork:
         netloc = f"{auth}{self.ledger.host}:{self.ledger.port}"
         return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
-    def on(self, which: str, toxic: str, **attributes: Any) -> str:
+    def on(
+        self, which: Link, toxic: str, *, stream: str = "downstream", **attributes: float
+    ) -> str:
         """Add a toxic on the ``provider`` or ``ledger`` proxy; returns its name."""
-        assert self.faults is not None
-        proxy = self.provider if which == "provider" else self.ledger
-        assert proxy is not None, f"no {which} proxy in this trial"
-        stream = attributes.pop("stream", "downstream")
-        return self.faults.add_toxic(proxy, toxic, attributes, stream=stream)
+        faults, proxy = self._link(which)
+        return faults.add_toxic(proxy, toxic, attributes, stream=stream)
 
-    def off(self, which: str, toxic: str) -> None:
-        assert self.faults is not None
-        proxy = self.provider if which == "provider" else self.ledger
-        assert proxy is not None
-        self.faults.remove_toxic(proxy, toxic)
+    def off(self, which: Link, toxic: str) -> None:
+        faults, proxy = self._link(which)
+        faults.remove_toxic(proxy, toxic)
 
-    def down(self, which: str = "provider") -> None:
-        assert self.faults is not None
-        assert self.provider is not None
-        self.faults.disable(self.provider if which == "provider" else self.ledger or "")
+    def down(self, which: Link = "provider") -> None:
+        faults, proxy = self._link(which)
+        faults.disable(proxy)
 
-    def up(self, which: str = "provider") -> None:
-        assert self.faults is not None
-        assert self.provider is not None
-        self.faults.enable(self.provider if which == "provider" else self.ledger or "")
+    def up(self, which: Link = "provider") -> None:
+        faults, proxy = self._link(which)
+        faults.enable(proxy)
 
     def close(self) -> None:
         if self.faults is not None:
             with contextlib.suppress(Exception):
                 self.faults.close()
+
+    def _link(self, which: Link) -> tuple[NetworkFaults, ProxyHandle]:
+        assert self.faults is not None, "attach() the trial's network before faulting it"
+        proxy = self.provider if which == "provider" else self.ledger
+        if proxy is None:
+            raise ConfigError(
+                f"no {which} proxy in this trial: only a networked ledger (postgresql://) "
+                f"can be faulted, and cell {self.cell.id} has none; run it with --ledger postgres"
+            )
+        return self.faults, proxy
+
+
+if TYPE_CHECKING:
+    _conforms: type[NetworkSeam] = TrialNetwork  # mypy holds TrialNetwork to the seam

@@ -1,4 +1,4 @@
-"""Network scenario drivers: Toxiproxy faults timed to provider and failpoint events.
+"""Network faults: Toxiproxy toxics timed to provider and failpoint events.
 
 The provider reports the moment it committed (a hold after commit); the toxic goes on
 then, so the response, not the request, is lost. Every toxic comes off again once it
@@ -7,15 +7,19 @@ has done its work, so recovery runs on a healthy network and the trial can end.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fake_providers import Fault
 from harness.contract.errors import Inconclusive
-from harness.drivers import NONE, review_if_unqueryable
-from harness.netfaults import TrialNetwork
+from harness.drivers.review import NONE, review_if_unqueryable
 from harness.trial import Trial
 
+if TYPE_CHECKING:
+    from harness.network.seam import NetworkSeam
 
-def _net(trial: Trial) -> TrialNetwork:
-    if not isinstance(trial.network, TrialNetwork):
+
+def _net(trial: Trial) -> NetworkSeam:
+    if trial.network is None:
         raise Inconclusive("this cell needs Toxiproxy, and the trial has no network")
     return trial.network
 

@@ -1,0 +1,53 @@
+"""Scenario drivers: how each row of the injection table is played against a target.
+
+A driver gets a set-up :class:`~harness.trial.Trial`, applies the scenario's fault at its
+boundary, starts whatever recovery the scenario calls for, and returns the jobs whose
+only safe end is needs_review. Quiescence and the oracle are the trial's business.
+
+    process   kills and stops at failpoints and during provider holds
+    provider  provider errors, a late answer, failing lookups
+    delivery  duplicate delivery and simultaneous triggers
+    restore   the ledger restored from a snapshot
+    network   Toxiproxy toxics on the provider and ledger links
+    registry  the table below: scenario (and point) -> driver
+"""
+
+from __future__ import annotations
+
+from harness.drivers import delivery, network, process, provider, restore
+from harness.drivers.registry import DriverRegistry, NoDriver
+from harness.verdict import Driver
+
+__all__ = ["DRIVERS", "DriverRegistry", "NoDriver", "driver_for"]
+
+DRIVERS = DriverRegistry()
+DRIVERS.register("crash_before_external_call", process.crash_at_failpoint)
+DRIVERS.register("crash_after_external_success", process.crash_at_failpoint)
+DRIVERS.register("crash_during_external_call", process.crash_during_call)
+DRIVERS.register("lease_expiry_slow_worker", process.lease_expiry_slow_worker)
+DRIVERS.register("provider_error_before_commit", provider.provider_error_before_commit)
+DRIVERS.register(
+    "ambiguous_timeout", provider.delayed_response, points=["provider_delay_after_commit"]
+)
+DRIVERS.register(
+    "ambiguous_timeout", network.response_lost, points=["toxic_latency", "toxic_timeout"]
+)
+DRIVERS.register(
+    "provider_down_during_reconcile", provider.lookup_unavailable, points=["provider_lookup_503"]
+)
+DRIVERS.register(
+    "provider_down_during_reconcile",
+    network.proxy_down_while_reconciling,
+    points=["proxy_disabled"],
+)
+DRIVERS.register("duplicate_delivery", delivery.duplicate_delivery)
+DRIVERS.register("simultaneous_trigger", delivery.simultaneous_trigger)
+DRIVERS.register("state_store_restore", restore.state_store_restore)
+DRIVERS.register("reset_after_commit", network.response_lost)
+DRIVERS.register("ledger_link_faults", network.ledger_link_fault)
+DRIVERS.register("slow_lease_renewal", network.slow_lease_renewal)
+
+
+def driver_for(scenario: str, point: str) -> Driver:
+    """The driver of ``scenario`` at ``point``; :class:`NoDriver` if none plays it."""
+    return DRIVERS.driver_for(scenario, point)

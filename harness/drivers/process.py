@@ -1,0 +1,57 @@
+"""Worker faults: a kill or a stop at a failpoint, or while the provider holds its call."""
+
+from __future__ import annotations
+
+from fake_providers import Fault
+from harness.contract.errors import Inconclusive
+from harness.drivers.review import NONE, review_if_unqueryable
+from harness.trial import Trial
+
+
+def crash_at_failpoint(trial: Trial) -> frozenset[str]:
+    """Kill the worker exactly at a failpoint, then let a fresh worker recover."""
+    job = trial.enqueue_batch()
+    gate = trial.hold(trial.cell.point, job=job)
+    w1 = trial.start_worker()
+    hit = trial.wait_hit(gate, what=f"failpoint {trial.cell.point} for {job}")
+    died_there = trial.crash(w1, trial.cell.signal or "SIGKILL", hit=hit)
+    trial.start_worker()
+    if trial.cell.point == "before_external_call" or not died_there:
+        return NONE
+    return review_if_unqueryable(trial, job)
+
+
+def crash_during_call(trial: Trial) -> frozenset[str]:
+    """Kill the worker while the provider holds its request, before or after commit.
+
+    Fairness: the held request is released (dropped before commit, answered after it)
+    before the dead worker's lease can expire, so recovery never races a ghost request.
+    """
+    job = trial.enqueue_batch()
+    before = trial.cell.point == "provider_hold_before_commit"
+    fault_id = trial.arm(Fault("hold_before_commit" if before else "hold_after_commit", job=job))
+    w1 = trial.start_worker()
+    trial.wait_held(fault_id, what=f"provider hold for {job}")
+    trial.crash(w1, trial.cell.signal or "SIGKILL")
+    trial.release(fault_id, "drop" if before else "respond")
+    trial.start_worker()
+    return review_if_unqueryable(trial, job)
+
+
+def lease_expiry_slow_worker(trial: Trial) -> frozenset[str]:
+    """SIGSTOP the owner at a boundary past its lease; another finishes; SIGCONT."""
+    job = trial.enqueue_batch()
+    gate = trial.hold(trial.cell.point, job=job)
+    w1 = trial.start_worker()
+    hit = trial.wait_hit(gate, what=f"failpoint {trial.cell.point} for {job}")
+    trial.send(w1, "SIGSTOP")
+    # Let the frozen worker go at the boundary: it reads the answer only when thawed.
+    hit.resume()
+    trial.sleep(trial.config.lease_ttl_s * 1.5)
+    trial.start_worker()
+    if not trial.wait_quiescent():
+        raise Inconclusive("the second worker did not finish while the owner was stopped")
+    trial.send(w1, "SIGCONT")
+    # The thawed owner acts now (a late call or a late result write) or never.
+    trial.sleep(max(trial.config.settle_s, trial.config.lease_ttl_s))
+    return NONE

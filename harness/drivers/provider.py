@@ -1,0 +1,40 @@
+"""Provider faults armed through its control API: errors, a late answer, dead lookups."""
+
+from __future__ import annotations
+
+from fake_providers import Fault
+from harness.drivers.review import NONE, review_if_unqueryable
+from harness.trial import Trial
+
+
+def provider_error_before_commit(trial: Trial) -> frozenset[str]:
+    """5xx before commit: once (a bounded retry succeeds) or past the retry cap."""
+    job = trial.enqueue_batch()
+    times = 1 if trial.cell.point == "fail_once" else trial.config.max_attempts + 1
+    trial.arm(Fault("fail_before_commit", job=job, times=times, status=503))
+    trial.start_worker()
+    trial.reached = True
+    return NONE
+
+
+def delayed_response(trial: Trial) -> frozenset[str]:
+    """The provider commits, then answers after the worker's client timeout."""
+    job = trial.enqueue_batch()
+    delay = trial.config.http_timeout_s * 2
+    fault_id = trial.arm(Fault("delay_response", job=job, delay_s=delay))
+    del fault_id
+    trial.start_worker()
+    trial.reached = True
+    return review_if_unqueryable(trial, job)
+
+
+def lookup_unavailable(trial: Trial) -> frozenset[str]:
+    """Crash after the call, then make the recovering worker's lookups fail with 503."""
+    job = trial.enqueue_batch()
+    gate = trial.hold("after_external_call", job=job)
+    w1 = trial.start_worker()
+    hit = trial.wait_hit(gate, what=f"failpoint after_external_call for {job}")
+    trial.arm(Fault("fail_lookup", job=job, times=2, status=503))
+    trial.crash(w1, "SIGKILL", hit=hit)
+    trial.start_worker()
+    return NONE

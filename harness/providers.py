@@ -1,0 +1,37 @@
+"""The provider-control seam: what the engine asks of a fake provider while a trial runs.
+
+:class:`~fake_providers.client.ProviderClient` is the implementation; the engine relies on
+these five calls and nothing else of it, so a trial and its drivers are typed against
+this protocol and any provider with the same control API can stand in.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from fake_providers.client import ProviderClient
+    from fake_providers.models import Arrival, Effect, Fault, Held
+
+
+class ProviderControl(Protocol):
+    """Arm faults, meet held requests, and read a provider's ground truth."""
+
+    def arm(self, fault: Fault) -> str:
+        """Arm ``fault`` for the next matching request(s); returns its fault id."""
+
+    def wait_held(self, fault_id: str, timeout_s: float) -> Held:
+        """Block until a request is held under ``fault_id`` (RendezvousTimeout if not)."""
+
+    def release(self, fault_id: str, outcome: str = "commit") -> int:
+        """Let held request(s) go: ``commit`` (or ``respond``) or ``drop``; how many."""
+
+    def arrivals(self) -> list[Arrival]:
+        """Every request the provider received, in order."""
+
+    def effects(self) -> list[Effect]:
+        """Every committed effect, in commit order."""
+
+
+if TYPE_CHECKING:
+    _conforms: type[ProviderControl] = ProviderClient  # mypy holds the client to the seam
