@@ -127,23 +127,25 @@ def parse_status_line(text: str) -> JobStatus:
     try:
         doc = json.loads(lines[0])
     except ValueError:
-        raise ValueError(f"printed {_clip(lines[0])!r}, which is not JSON") from None
+        raise ValueError(f"printed {_shown(_clip(lines[0]))}, which is not JSON") from None
     if not isinstance(doc, dict):
-        raise ValueError(f"printed {_clip(lines[0])!r}, not a JSON object")
+        raise ValueError(f"printed {_shown(_clip(lines[0]))}, not a JSON object")
     unknown = sorted(set(doc) - set(STATUS_KEYS))
     if unknown:
         raise ValueError(
-            f"printed unknown key {unknown[0]!r}; the keys are {', '.join(STATUS_KEYS)}"
+            f"printed unknown key {_shown(unknown[0])}; the keys are {', '.join(STATUS_KEYS)}"
         )
     state = doc.get("state")
     if state not in JOB_STATES:
-        raise ValueError(f"printed state {state!r}; it must be one of {', '.join(JOB_STATES)}")
+        raise ValueError(
+            f"printed state {_shown(state)}; it must be one of {', '.join(JOB_STATES)}"
+        )
     attempts = doc.get("attempts")
     if attempts is not None and (not _is_int(attempts) or attempts < 0):
-        raise ValueError(f"printed attempts {attempts!r}; it must be a whole number >= 0")
+        raise ValueError(f"printed attempts {_shown(attempts)}; it must be a whole number >= 0")
     for key in ("external_ref", "last_error"):
         if doc.get(key) is not None and not isinstance(doc[key], str):
-            raise ValueError(f"printed {key} {doc[key]!r}; it must be a string")
+            raise ValueError(f"printed {key} {_shown(doc[key])}; it must be a string")
     return JobStatus(
         state=cast(JobState, state),
         external_ref=doc.get("external_ref"),
@@ -223,7 +225,7 @@ class _Schema:
         if target is None:
             raise self.fail("target", "is missing", "add a [target] table with name and command")
         if not isinstance(target, dict):
-            raise self.fail("target", f"must be a table, got {target!r}", "write [target]")
+            raise self.fail("target", f"must be a table, got {_shown(target)}", "write [target]")
         self.known(target, "target.", TARGET_KEYS, label="[target]")
         name = self.string(target, "target.", "name")
         workers = self.integer(target, "target.", "workers", default=1)
@@ -238,7 +240,7 @@ class _Schema:
         if not low <= lease <= high:
             raise self.fail(
                 "target.lease_ttl_s",
-                f"must be seconds from {low} to {high:.0f}, got {lease}",
+                f"must be seconds from {low} to {high:.0f}, got {_shown(target['lease_ttl_s'])}",
                 "write the lease your worker uses, for example lease_ttl_s = 1.0",
             )
         max_attempts = None
@@ -312,7 +314,7 @@ class _Schema:
     ) -> ConfigError:
         return self.fail(
             f"{where}{key}",
-            f"must be {what}, got {value!r} ({_toml_type(value)})",
+            f"must be {what}, got {_shown(value)} ({_toml_type(value)})",
             f"write {key} = {example or _EXAMPLES[key]}",
         )
 
@@ -339,7 +341,7 @@ class _Schema:
             except ValueError:
                 raise self.fail(
                     f"target.{key}",
-                    f"has an unmatched brace in {arg!r}",
+                    f"has an unmatched brace in {_shown(arg)}",
                     "write {{ or }} for a literal brace",
                 ) from None
             for field, conv, spec in fields:
@@ -349,7 +351,7 @@ class _Schema:
                     raise self.fail(
                         f"target.{key}",
                         f"has unknown placeholder {{{field}{'!' + conv if conv else ''}"
-                        f"{':' + spec if spec else ''}}} in {arg!r}",
+                        f"{':' + spec if spec else ''}}} in {_shown(arg)}",
                         f"use {known} (write {{{{ for a literal brace)",
                     )
                 used.add(field)
@@ -366,7 +368,7 @@ class _Schema:
             return None
         if not isinstance(ledger, dict):
             raise self.fail(
-                "target.ledger", f"must be a table, got {ledger!r}", "write [target.ledger]"
+                "target.ledger", f"must be a table, got {_shown(ledger)}", "write [target.ledger]"
             )
         self.known(ledger, "target.ledger.", LEDGER_KEYS, label="[target.ledger]")
         return self.string(ledger, "target.ledger.", "dsn")
@@ -381,7 +383,7 @@ class _Schema:
         if not isinstance(providers, list):
             raise self.fail(
                 "providers",
-                f"must be an array of tables, got {providers!r}",
+                f"must be an array of tables, got {_shown(providers)}",
                 "write each one as a [[providers]] table",
             )
         decls: list[ProviderDecl] = []
@@ -390,30 +392,32 @@ class _Schema:
             where = f"providers[{i}]."
             if not isinstance(entry, dict):
                 raise self.fail(
-                    where[:-1], f"must be a table, got {entry!r}", "write it as [[providers]]"
+                    where[:-1], f"must be a table, got {_shown(entry)}", "write it as [[providers]]"
                 )
             self.known(entry, where, PROVIDER_KEYS, label="[[providers]]")
             name = self.string(entry, where, "name", example='"billing"')
             kind = self.string(entry, where, "kind")
             if kind not in PROVIDER_KINDS:
                 raise self.fail(
-                    f"{where}kind", f"is {kind!r}", f"use one of {', '.join(PROVIDER_KINDS)}"
+                    f"{where}kind", f"is {_shown(kind)}", f"use one of {', '.join(PROVIDER_KINDS)}"
                 )
             if not provider_env_name(name):
                 raise self.fail(
                     f"{where}name",
-                    f"{name!r} has no letter or digit",
+                    f"{_shown(name)} has no letter or digit",
                     "the worker reads CRASHPOINT_PROVIDER_<NAME>_URL; name it like billing",
                 )
             var = provider_env_var(name)
             if name in (d.name for d in decls):
                 raise self.fail(
-                    f"{where}name", f"{name!r} is declared twice", "give each provider its own name"
+                    f"{where}name",
+                    f"{_shown(name)} is declared twice",
+                    "give each provider its own name",
                 )
             if var in by_var:
                 raise self.fail(
                     f"{where}name",
-                    f"{name!r} and {by_var[var]!r} both give the worker {var}",
+                    f"{_shown(name)} and {_shown(by_var[var])} both give the worker {var}",
                     "rename one so the worker can tell them apart",
                 )
             by_var[var] = name
@@ -439,6 +443,11 @@ def _toml_type(value: object) -> str:
     if isinstance(value, dict):
         return "a table"
     return type(value).__name__
+
+
+def _shown(value: object) -> str:
+    """A value as the file (TOML) or the line (JSON) spells it: ``"two"``, ``true``."""
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _clip(text: str, limit: int = 120) -> str:

@@ -296,7 +296,8 @@ def test_status_that_prints_garbage_is_a_config_error(tmp_path: Path) -> None:
     config = tmp_path / "crashpoint.toml"
     command = f"{sys.executable} {tmp_path / 'status.py'} j-0001"
     assert message == (
-        f"{config}: target.status command `{command}` printed 'ok, j-0001', which is not "
+        f"{config}: target.status command `{command}` printed "
+        '"ok, j-0001", which is not '
         'JSON (stderr: warning: cache cold); print one line like {"state": "done", '
         '"attempts": 1}'
     )

@@ -163,19 +163,19 @@ MISTAKES = [
     (
         "wrong-type",
         ("workers = 2", 'workers = "two"'),
-        "target.workers must be a whole number, got 'two' (a string)",
+        'target.workers must be a whole number, got "two" (a string)',
         "write workers = 2",
     ),
     (
         "wrong-type-lease",
         ("lease_ttl_s = 0.5", 'lease_ttl_s = "1s"'),
-        "target.lease_ttl_s must be a number, got '1s' (a string)",
+        'target.lease_ttl_s must be a number, got "1s" (a string)',
         "write lease_ttl_s = 1.0",
     ),
     (
         "command-not-a-list",
         ('command = ["node", "worker.js"]', 'command = "node worker.js"'),
-        "target.command must be a list of strings (an argv), got 'node worker.js'",
+        'target.command must be a list of strings (an argv), got "node worker.js"',
         'write command = ["node", "worker.js"]',
     ),
     (
@@ -205,26 +205,26 @@ MISTAKES = [
     (
         "unknown-provider-kind",
         ('kind = "idempotent"', 'kind = "exactly-once"'),
-        "providers[0].kind is 'exactly-once'",
+        'providers[0].kind is "exactly-once"',
         "use one of idempotent, plain, unqueryable",
     ),
     (
         "duplicate-provider-name",
         ('name = "mailer"', 'name = "billing"'),
-        "providers[1].name 'billing' is declared twice",
+        'providers[1].name "billing" is declared twice',
         "give each provider its own name",
     ),
     (
         "provider-names-share-a-variable",
         ('name = "billing"', 'name = "pay-v2"', 'name = "mailer"', 'name = "pay.v2"'),
-        "providers[1].name 'pay.v2' and 'pay-v2' both give the worker "
+        'providers[1].name "pay.v2" and "pay-v2" both give the worker '
         "CRASHPOINT_PROVIDER_PAY_V2_URL",
         "rename one so the worker can tell them apart",
     ),
     (
         "provider-name-without-letters",
         ('name = "billing"', 'name = "--"'),
-        "providers[0].name '--' has no letter or digit",
+        'providers[0].name "--" has no letter or digit',
         "CRASHPOINT_PROVIDER_<NAME>_URL",
     ),
     (
@@ -241,19 +241,19 @@ MISTAKES = [
             "[target]\n",
             'providers = "billing"\n[target]\n',
         ),
-        "providers must be an array of tables, got 'billing'",
+        'providers must be an array of tables, got "billing"',
         "[[providers]] table",
     ),
     (
         "bad-placeholder",
         ('"{job_id}", "{payload_file}"', '"{job}", "{payload_file}"'),
-        "target.enqueue has unknown placeholder {job} in '{job}'",
+        'target.enqueue has unknown placeholder {job} in "{job}"',
         "use {job_id} or {payload_file}",
     ),
     (
         "bad-placeholder-in-status",
         ('"status.js", "{job_id}"', '"status.js", "--id={id}"'),
-        "target.status has unknown placeholder {id} in '--id={id}'",
+        'target.status has unknown placeholder {id} in "--id={id}"',
         "use {job_id} or {payload_file}",
     ),
     (
@@ -265,7 +265,7 @@ MISTAKES = [
     (
         "unmatched-brace",
         ('"status.js", "{job_id}"', '"status.js", "{job_id"'),
-        "target.status has an unmatched brace in '{job_id'",
+        'target.status has an unmatched brace in "{job_id"',
         "write {{ or }} for a literal brace",
     ),
     (
@@ -283,13 +283,13 @@ MISTAKES = [
     (
         "negative-lease",
         ("lease_ttl_s = 0.5", "lease_ttl_s = -1"),
-        "target.lease_ttl_s must be seconds from 0.05 to 600, got -1.0",
+        "target.lease_ttl_s must be seconds from 0.05 to 600, got -1",
         "for example lease_ttl_s = 1.0",
     ),
     (
         "zero-lease",
         ("lease_ttl_s = 0.5", "lease_ttl_s = 0"),
-        "target.lease_ttl_s must be seconds from 0.05 to 600, got 0.0",
+        "target.lease_ttl_s must be seconds from 0.05 to 600, got 0",
         "for example lease_ttl_s = 1.0",
     ),
     (
@@ -313,7 +313,7 @@ MISTAKES = [
     (
         "workers-a-boolean",
         ("workers = 2", "workers = true"),
-        "target.workers must be a whole number, got True (a boolean)",
+        "target.workers must be a whole number, got true (a boolean)",
         "write workers = 2",
     ),
 ]
@@ -405,15 +405,15 @@ def test_each_state_parses(state: str) -> None:
     ("text", "says"),
     [
         ("", "printed nothing, not one JSON line"),
-        ("hello\n", "printed 'hello', which is not JSON"),
+        ("hello\n", 'printed "hello", which is not JSON'),
         ('{"state": "done"}\n{"state": "done"}\n', "printed 2 lines, not one JSON line"),
-        ('["done"]', "printed '[\"done\"]', not a JSON object"),
-        ('{"state": "finished"}', "printed state 'finished'; it must be one of done,"),
-        ("{}", "printed state None"),
+        ('["done"]', 'printed "[\\"done\\"]", not a JSON object'),
+        ('{"state": "finished"}', 'printed state "finished"; it must be one of done,'),
+        ("{}", "printed state null"),
         ('{"state": "done", "attempts": -1}', "printed attempts -1"),
-        ('{"state": "done", "attempts": true}', "printed attempts True"),
+        ('{"state": "done", "attempts": true}', "printed attempts true"),
         ('{"state": "done", "external_ref": 7}', "printed external_ref 7; it must be a string"),
-        ('{"state": "done", "externalRef": "x"}', "printed unknown key 'externalRef'"),
+        ('{"state": "done", "externalRef": "x"}', 'printed unknown key "externalRef"'),
     ],
     ids=[
         "nothing",
