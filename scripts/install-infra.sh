@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs and starts what the process tier needs: the Toxiproxy server, PostgreSQL,
-# the Docker engine, headless Chromium and xmllint. Idempotent: every step checks first.
-# Usage: scripts/install-infra.sh [toxiproxy|postgres|docker|browser|all]...
+# the Docker engine, headless Chromium and xmllint, and socat (the shell failpoint client's
+# link to the harness's UNIX socket). Idempotent: every step checks first.
+# Usage: scripts/install-infra.sh [toxiproxy|postgres|docker|browser|socat|all]...
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -78,6 +79,11 @@ browser() {
   log "browser: $(chromium --version 2>/dev/null || echo missing)"
 }
 
+socat_tool() {
+  apt_install socat
+  log "socat: $(socat -V | grep -m1 'socat version' || echo missing)"
+}
+
 [ $# -eq 0 ] && set -- all
 for what in "$@"; do
   case $what in
@@ -85,7 +91,8 @@ for what in "$@"; do
     postgres) timed postgres postgres ;;
     docker) timed docker docker_engine ;;
     browser) timed browser browser ;;
-    all) apt_install bc; timed toxiproxy toxiproxy; timed postgres postgres; timed docker docker_engine; timed browser browser ;;
-    *) log "unknown component '$what' (expected toxiproxy, postgres, docker, browser or all)"; exit 2 ;;
+    socat) timed socat socat_tool ;;
+    all) apt_install bc; timed toxiproxy toxiproxy; timed postgres postgres; timed docker docker_engine; timed browser browser; timed socat socat_tool ;;
+    *) log "unknown component '$what' (expected toxiproxy, postgres, docker, browser, socat or all)"; exit 2 ;;
   esac
 done

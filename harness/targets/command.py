@@ -1,152 +1,49 @@
-"""Any worker, in any language, described by ``crashpoint.toml`` (stable keys).
-
-```toml
-[target]
-name = "billing-agent"
-command = ["node", "worker.js"]      # started once per worker slot
-workers = 2
-lease_ttl_s = 1.0
-enqueue = ["node", "enqueue.js", "{job_id}", "{payload_file}"]
-[target.ledger]                       # optional
-dsn = "sqlite:///state/ledger.db"
-[[providers]]
-name = "billing"
-kind = "idempotent"
-```
+"""Any worker, in any language, described by ``crashpoint.toml`` (the schema, its stable
+keys and its checks are in :mod:`harness.targets.config`).
 
 Arguments naming a file beside ``crashpoint.toml`` are made absolute, because the worker
 runs in the trial's fresh state directory. Without a ledger the oracle judges from
 provider truth alone, and a trial is quiescent once every job has an effect and the
 provider has been quiet for longer than a lease (a crashed worker's job is taken over
 only once its lease has run out, so a shorter silence is not the end).
+
+The enqueue and status commands are the user's: when one fails, that is the
+configuration's problem, so it is a :class:`ConfigError` (exit 2) naming the command and
+the first line it wrote to stderr, never a trial verdict.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import time
-import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.contract.errors import ConfigError, InfrastructureError
-from harness.contract.vocabulary import PROVIDER_KINDS
+from harness.contract.env import FAILPOINTS
+from harness.contract.errors import ConfigError
 from harness.history import Event
 from harness.oracle import LedgerFacts
+from harness.targets.config import (
+    CommandConfig,
+    JobStatus,
+    ProviderDecl,
+    load_config,
+    parse_status_line,
+)
 
-TARGET_KEYS = ("name", "command", "workers", "lease_ttl_s", "enqueue", "ledger")
+# The schema used to live here; the run command still imports it from this module.
+__all__ = ["CommandAdapter", "CommandConfig", "JobStatus", "ProviderDecl", "load_config"]
+
 ENQUEUE_TIMEOUT_S = 10.0
+STATUS_TIMEOUT_S = 10.0
 #: No arrival for this long (with every job served) counts as quiet ...
 QUIET_S = 0.3
 #: ... and for this many leases: a recovering worker acts only after a lease expires.
 QUIET_LEASES = 1.5
-
-
-@dataclass(frozen=True)
-class ProviderDecl:
-    name: str
-    kind: str
-
-
-@dataclass(frozen=True)
-class CommandConfig:
-    path: Path
-    name: str
-    command: tuple[str, ...]
-    enqueue: tuple[str, ...]
-    workers: int
-    lease_ttl_s: float
-    ledger_dsn: str | None
-    providers: tuple[ProviderDecl, ...]
-
-    @property
-    def base_dir(self) -> Path:
-        return self.path.parent
-
-
-def load_config(path: Path) -> CommandConfig:
-    """Read and check ``crashpoint.toml``; every problem is one line naming file and key."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{path}: no such file; pass -c with the path to crashpoint.toml"
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    target = data.get("target")
-    if not isinstance(target, dict):
-        raise ConfigError(f"{path}: [target] table is missing")
-
-    def known(table: Mapping[str, Any], where: str, keys: tuple[str, ...]) -> None:
-        # A misspelt key would otherwise be ignored silently and its default used.
-        for key in table:
-            if key not in keys:
-                raise ConfigError(
-                    f"{path}: {where}.{key} is not a known key; use {', '.join(keys)}"
-                )
-
-    def need(table: Mapping[str, Any], key: str, where: str, kind: type) -> Any:
-        value = table.get(key)
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise ConfigError(f"{path}: {where}.{key} must be a {kind.__name__}, got {value!r}")
-        return value
-
-    def argv(key: str) -> tuple[str, ...]:
-        value = target.get(key)
-        if not (isinstance(value, list) and value and all(isinstance(a, str) for a in value)):
-            raise ConfigError(f"{path}: target.{key} must be a non-empty list of strings")
-        return tuple(value)
-
-    known(target, "target", TARGET_KEYS)
-    name = need(target, "name", "target", str)
-    workers = target.get("workers", 1)
-    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= 64:
-        raise ConfigError(
-            f"{path}: target.workers must be an integer from 1 to 64, got {workers!r}"
-        )
-    lease = target.get("lease_ttl_s", 1.0)
-    if not isinstance(lease, int | float) or isinstance(lease, bool) or not 0.05 <= lease <= 600:
-        raise ConfigError(f"{path}: target.lease_ttl_s must be seconds from 0.05 to 600")
-    enqueue = argv("enqueue")
-    if not any("{job_id}" in a or "{payload_file}" in a for a in enqueue):
-        raise ConfigError(f"{path}: target.enqueue must use {{job_id}} or {{payload_file}}")
-    ledger = target.get("ledger")
-    dsn = None
-    if ledger is not None:
-        if not isinstance(ledger, dict):
-            raise ConfigError(f"{path}: [target.ledger] must be a table")
-        known(ledger, "target.ledger", ("dsn",))
-        dsn = need(ledger, "dsn", "target.ledger", str)
-    providers = data.get("providers")
-    if not isinstance(providers, list) or not providers:
-        raise ConfigError(f"{path}: at least one [[providers]] entry is needed")
-    decls = []
-    for i, p in enumerate(providers):
-        where = f"providers[{i}]"
-        if not isinstance(p, dict):
-            raise ConfigError(f"{path}: {where} must be a table")
-        known(p, where, ("name", "kind"))
-        pname = need(p, "name", where, str)
-        kind = need(p, "kind", where, str)
-        if kind not in PROVIDER_KINDS:
-            raise ConfigError(
-                f"{path}: {where}.kind must be one of {', '.join(PROVIDER_KINDS)}, got {kind!r}"
-            )
-        decls.append(ProviderDecl(pname, kind))
-    return CommandConfig(
-        path=path.resolve(),
-        name=name,
-        command=argv("command"),
-        enqueue=enqueue,
-        workers=workers,
-        lease_ttl_s=float(lease),
-        ledger_dsn=dsn,
-        providers=tuple(decls),
-    )
 
 
 class CommandAdapter:
@@ -161,6 +58,8 @@ class CommandAdapter:
         self._last_arrivals = -1
         self._quiet_since = 0.0
         self._lease_ttl_s = config.lease_ttl_s
+        #: The workers' settings (all but their id), which the status command gets too.
+        self._settings: dict[str, str] = {}
 
     def _abs(self, args: Iterable[str]) -> list[str]:
         out = []
@@ -177,25 +76,92 @@ class CommandAdapter:
         self.env = dict(env)
 
     def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any]) -> None:
-        payload = self.state_dir / "jobs" / f"{job_id}.json"
+        payload = self._payload_file(job_id)
         payload.write_text(json.dumps({"job_id": job_id, "provider": provider, "body": body}))
-        args = [a.format(job_id=job_id, payload_file=str(payload)) for a in self.config.enqueue]
+        self._run(
+            "enqueue",
+            self.config.enqueue,
+            job_id,
+            env=self.env,
+            timeout_s=ENQUEUE_TIMEOUT_S,
+            fix="make it exit 0 once the job is queued",
+        )
+
+    def job_status(self, job_id: str) -> JobStatus | None:
+        """The job's state from the declared ``status`` command; None when none is declared.
+
+        It runs where the workers run, with their environment, but without the failpoint
+        socket: asking about a job is not a boundary, and a status command that shares
+        the worker's code must never block on a hold meant for a worker.
+        """
+        if self.config.status is None:
+            return None
+        env = {**(self.env or os.environ), **self._settings}
+        env.pop(FAILPOINTS, None)
+        done = self._run(
+            "status",
+            self.config.status,
+            job_id,
+            env=env,
+            timeout_s=STATUS_TIMEOUT_S,
+            fix='make it print one line like {"state": "pending"} and exit 0',
+        )
+        try:
+            return parse_status_line(done.stdout.decode(errors="replace"))
+        except ValueError as exc:
+            raise self._command_error(
+                "status",
+                done,
+                str(exc),
+                'print one line like {"state": "done", "attempts": 1}',
+            ) from None
+
+    def _payload_file(self, job_id: str) -> Path:
+        return self.state_dir / "jobs" / f"{job_id}.json"
+
+    def _run(
+        self,
+        key: str,
+        template: tuple[str, ...],
+        job_id: str,
+        *,
+        env: Mapping[str, str],
+        timeout_s: float,
+        fix: str,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run a per-job command template in the state directory; ConfigError if it fails."""
+        fields = {"job_id": job_id, "payload_file": str(self._payload_file(job_id))}
+        argv = self._abs(a.format(**fields) for a in template)
+        where = f"{self.config.path}: target.{key} command `{shlex.join(argv)}`"
         try:
             done = subprocess.run(
-                self._abs(args),
+                argv,
                 cwd=self.state_dir,
-                env=self.env or None,
+                env=dict(env) or None,
                 capture_output=True,
-                timeout=ENQUEUE_TIMEOUT_S,
+                timeout=timeout_s,
                 check=False,
             )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise InfrastructureError(f"enqueue command {args!r} failed: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(
+                f"{where} cannot start ({exc.strerror or exc}); check the program's name"
+            ) from None
+        except subprocess.TimeoutExpired:
+            raise ConfigError(f"{where} ran past {timeout_s:.0f} s; {fix}") from None
         if done.returncode != 0:
-            raise InfrastructureError(
-                f"enqueue command {args!r} exited {done.returncode}: "
-                f"{done.stderr.decode(errors='replace').strip()[-300:]}"
-            )
+            raise self._command_error(key, done, f"exited {done.returncode}", fix)
+        return done
+
+    def _command_error(
+        self, key: str, done: subprocess.CompletedProcess[bytes], what: str, fix: str
+    ) -> ConfigError:
+        argv = [str(a) for a in done.args]
+        lines = [ln.strip() for ln in done.stderr.decode(errors="replace").splitlines()]
+        first = next((ln for ln in lines if ln), None)
+        said = f" (stderr: {first[:200]})" if first else " (nothing on stderr)"
+        return ConfigError(
+            f"{self.config.path}: target.{key} command `{shlex.join(argv)}` {what}{said}; {fix}"
+        )
 
     def worker_argv(self) -> list[str]:
         return self._abs(self.config.command)
@@ -220,8 +186,12 @@ class CommandAdapter:
             "CRASHPOINT_HTTP_TIMEOUT_S": str(http_timeout_s),
             "CRASHPOINT_MAX_ATTEMPTS": str(max_attempts),
         }
+        if self.config.max_attempts is not None:
+            # The worker's own declared cap, never a figure borrowed from the reference.
+            env["CRASHPOINT_MAX_ATTEMPTS"] = str(self.config.max_attempts)
         if self.config.ledger_dsn is not None:
             env["CRASHPOINT_LEDGER_DSN"] = self.config.ledger_dsn
+        self._settings = {k: v for k, v in env.items() if k != "CRASHPOINT_WORKER_ID"}
         return env
 
     def ledger_dsn(self) -> str | None:

@@ -16,13 +16,17 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
+from harness.contract.errors import ConfigError
 from harness.pytest_plugin import missing
+from harness.targets.command import CommandAdapter
+from harness.targets.config import JobStatus, load_config
 
 pytestmark = pytest.mark.process
 
@@ -189,3 +193,136 @@ def test_bad_crashpoint_toml_is_one_line_and_exit_2(
     assert str(config) in lines[0]
     assert key in lines[0]
     assert not (tmp_path / "out" / "results.json").exists()
+
+
+# -- the user's enqueue and status commands, run by the adapter ---------------------------
+
+ENQUEUE_PY = """
+import json, os, sys
+job, payload = sys.argv[1], sys.argv[2]
+if os.environ.get("QUEUE_FULL"):
+    sys.stderr.write("queue is full\\nsecond line\\n")
+    sys.exit(3)
+os.makedirs("queue", exist_ok=True)
+with open(os.path.join("queue", job), "w") as f:
+    json.dump(json.load(open(payload)), f)
+"""
+
+STATUS_PY = """
+import json, os, sys
+job = sys.argv[1]
+if os.environ.get("STATUS_GARBAGE"):
+    sys.stderr.write("warning: cache cold\\n")
+    print("ok, " + job)
+    sys.exit(0)
+print(json.dumps({
+    "state": "done" if os.path.exists(os.path.join("queue", job)) else "pending",
+    "attempts": int(os.environ["CRASHPOINT_MAX_ATTEMPTS"]),
+    "external_ref": os.environ.get("CRASHPOINT_FAILPOINTS", "no-failpoints"),
+    "last_error": os.getcwd(),
+}))
+"""
+
+
+def adapter_for(tmp_path: Path, *, status: bool = True, **env: str) -> CommandAdapter:
+    """An adapter over Python enqueue/status scripts beside the config, attached as a
+    trial attaches it (with a failpoint socket in the environment)."""
+    (tmp_path / "enqueue.py").write_text(ENQUEUE_PY)
+    (tmp_path / "status.py").write_text(STATUS_PY)
+    py = json.dumps(sys.executable)
+    config = tmp_path / "crashpoint.toml"
+    config.write_text(
+        "[target]\n"
+        'name = "py"\n'
+        f'command = [{py}, "worker.py"]\n'
+        f'enqueue = [{py}, "enqueue.py", "{{job_id}}", "{{payload_file}}"]\n'
+        + (f'status = [{py}, "status.py", "{{job_id}}"]\n' if status else "")
+        + "max_attempts = 6\n"
+        '[[providers]]\nname = "billing"\nkind = "idempotent"\n'
+    )
+    state = tmp_path / "state"
+    state.mkdir()
+    adapter = CommandAdapter(load_config(config), state_dir=state)
+    adapter.setup()
+    adapter.attach_provider(
+        None, {**os.environ, **env, "CRASHPOINT_FAILPOINTS": str(tmp_path / "fp.sock")}
+    )
+    return adapter
+
+
+def test_job_status_runs_the_status_command_with_the_workers_environment(
+    tmp_path: Path,
+) -> None:
+    adapter = adapter_for(tmp_path)
+    env = adapter.worker_env("w1", mutant=None, lease_ttl_s=0.5, http_timeout_s=0.5, max_attempts=3)
+    # The worker declared its own cap: it is told that one, not the harness's default.
+    assert env["CRASHPOINT_MAX_ATTEMPTS"] == "6"
+    assert adapter.job_status("j-0001") == JobStatus(
+        "pending", attempts=6, external_ref="no-failpoints", last_error=str(adapter.state_dir)
+    )
+    adapter.enqueue("j-0001", "billing", {"job_id": "j-0001"})
+    assert json.loads((adapter.state_dir / "queue" / "j-0001").read_text())["body"] == {
+        "job_id": "j-0001"
+    }
+    status = adapter.job_status("j-0001")
+    assert status is not None
+    assert (status.state, status.final) == ("done", True)
+
+
+def test_job_status_is_none_without_a_status_command(tmp_path: Path) -> None:
+    assert adapter_for(tmp_path, status=False).job_status("j-0001") is None
+
+
+def test_enqueue_that_exits_non_zero_is_a_config_error(tmp_path: Path) -> None:
+    adapter = adapter_for(tmp_path, QUEUE_FULL="1")
+    with pytest.raises(ConfigError) as info:
+        adapter.enqueue("j-0001", "billing", {"job_id": "j-0001"})
+    message = str(info.value)
+    assert "\n" not in message
+    config = tmp_path / "crashpoint.toml"
+    payload = adapter.state_dir / "jobs" / "j-0001.json"
+    command = f"{sys.executable} {tmp_path / 'enqueue.py'} j-0001 {payload}"
+    assert message == (
+        f"{config}: target.enqueue command `{command}` exited 3 (stderr: queue is full); "
+        "make it exit 0 once the job is queued"
+    )
+
+
+def test_status_that_prints_garbage_is_a_config_error(tmp_path: Path) -> None:
+    adapter = adapter_for(tmp_path, STATUS_GARBAGE="1")
+    with pytest.raises(ConfigError) as info:
+        adapter.job_status("j-0001")
+    message = str(info.value)
+    config = tmp_path / "crashpoint.toml"
+    command = f"{sys.executable} {tmp_path / 'status.py'} j-0001"
+    assert message == (
+        f"{config}: target.status command `{command}` printed "
+        '"ok, j-0001", which is not '
+        'JSON (stderr: warning: cache cold); print one line like {"state": "done", '
+        '"attempts": 1}'
+    )
+
+
+def test_a_command_that_cannot_start_is_a_config_error(tmp_path: Path) -> None:
+    adapter = adapter_for(tmp_path)
+    adapter.config = replace(adapter.config, status=("no-such-program-here", "{job_id}"))
+    with pytest.raises(
+        ConfigError,
+        match=r"target.status command `no-such-program-here j-0001`"
+        r" cannot start \(No such file or directory\)",
+    ):
+        adapter.job_status("j-0001")
+
+
+def test_a_pyproject_tool_table_is_read_like_crashpoint_toml(scratch: Path, tmp_path: Path) -> None:
+    good = (EXAMPLE / "crashpoint.toml").read_text()
+    body = good.replace("[target]", "[tool.crashpoint.target]").replace(
+        "[[providers]]", "[[tool.crashpoint.providers]]"
+    )
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "mine"\n' + body.replace("workers = 2", "workers = 0"))
+    # -c with the directory finds the table; the mistake is named by its full key.
+    done = run(["-c", str(tmp_path), "--out", str(tmp_path / "out")], scratch)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert f"{pyproject}: tool.crashpoint.target.workers must be from 1 to 64, got 0" in line

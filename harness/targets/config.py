@@ -1,0 +1,454 @@
+"""The schema of a command target: ``crashpoint.toml``, or ``[tool.crashpoint]`` in
+``pyproject.toml`` (the same keys under that table). Every key here is stable.
+
+```toml
+[target]
+name = "billing-agent"
+command = ["node", "worker.js"]      # started once per worker slot
+workers = 2
+lease_ttl_s = 1.0
+enqueue = ["node", "enqueue.js", "{job_id}", "{payload_file}"]
+max_attempts = 6                      # optional: the worker's own retry cap
+status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
+[target.ledger]                       # optional
+dsn = "sqlite:///state/ledger.db"
+[[providers]]
+name = "billing"
+kind = "idempotent"
+```
+
+Everything is checked before a worker starts: a mistake is one :class:`ConfigError` line
+naming the file, the key and the fix (the CLI exits 2), because a misspelt key that is
+silently ignored means its default is tested instead, and nobody notices.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
+
+from harness.contract.env import provider_env_name, provider_env_var
+from harness.contract.errors import ConfigError
+from harness.contract.vocabulary import PROVIDER_KINDS
+
+CONFIG_FILE = "crashpoint.toml"
+PYPROJECT = "pyproject.toml"
+TOP_KEYS = ("target", "providers")
+TARGET_KEYS = (
+    "name",
+    "command",
+    "workers",
+    "lease_ttl_s",
+    "enqueue",
+    "max_attempts",
+    "status",
+    "ledger",
+)
+LEDGER_KEYS = ("dsn",)
+PROVIDER_KEYS = ("name", "kind")
+#: The only names a template may use; the harness fills them per job.
+PLACEHOLDERS = ("job_id", "payload_file")
+MAX_WORKERS = 64
+LEASE_RANGE_S = (0.05, 600.0)
+
+JobState = Literal["done", "needs_review", "dead_lettered", "pending"]
+JOB_STATES: tuple[str, ...] = get_args(JobState)
+STATUS_KEYS = ("state", "external_ref", "attempts", "last_error")
+
+#: How the fix for a wrong or missing value reads: ``write KEY = EXAMPLE``.
+_EXAMPLES = {
+    "name": '"billing-agent"',
+    "command": '["node", "worker.js"]',
+    "workers": "2",
+    "lease_ttl_s": "1.0",
+    "enqueue": '["node", "enqueue.js", "{job_id}", "{payload_file}"]',
+    "max_attempts": "3",
+    "status": '["node", "status.js", "{job_id}"]',
+    "dsn": '"sqlite:///state/ledger.db"',
+    "kind": '"idempotent"',
+}
+
+
+@dataclass(frozen=True)
+class ProviderDecl:
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class CommandConfig:
+    path: Path
+    name: str
+    command: tuple[str, ...]
+    enqueue: tuple[str, ...]
+    workers: int
+    lease_ttl_s: float
+    ledger_dsn: str | None
+    providers: tuple[ProviderDecl, ...]
+    #: The worker's declared retry cap; None: it declared none (never borrow ours).
+    max_attempts: int | None = None
+    #: The job-status command template; None: the harness cannot ask a job's end state.
+    status: tuple[str, ...] | None = None
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """One job's state as the worker's ``status`` command reports it."""
+
+    state: JobState
+    external_ref: str | None = None
+    attempts: int | None = None
+    last_error: str | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.state != "pending"
+
+
+def parse_status_line(text: str) -> JobStatus:
+    """The status command's output as a :class:`JobStatus`; :class:`ValueError` saying
+    what is wrong with it otherwise (the caller knows which command printed it)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise ValueError(
+            f"printed {len(lines)} lines, not one JSON line (logs belong on stderr)"
+            if lines
+            else "printed nothing, not one JSON line"
+        )
+    try:
+        doc = json.loads(lines[0])
+    except ValueError:
+        raise ValueError(f"printed {_shown(_clip(lines[0]))}, which is not JSON") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"printed {_shown(_clip(lines[0]))}, not a JSON object")
+    unknown = sorted(set(doc) - set(STATUS_KEYS))
+    if unknown:
+        raise ValueError(
+            f"printed unknown key {_shown(unknown[0])}; the keys are {', '.join(STATUS_KEYS)}"
+        )
+    state = doc.get("state")
+    if state not in JOB_STATES:
+        raise ValueError(
+            f"printed state {_shown(state)}; it must be one of {', '.join(JOB_STATES)}"
+        )
+    attempts = doc.get("attempts")
+    if attempts is not None and (not _is_int(attempts) or attempts < 0):
+        raise ValueError(f"printed attempts {_shown(attempts)}; it must be a whole number >= 0")
+    for key in ("external_ref", "last_error"):
+        if doc.get(key) is not None and not isinstance(doc[key], str):
+            raise ValueError(f"printed {key} {_shown(doc[key])}; it must be a string")
+    return JobStatus(
+        state=cast(JobState, state),
+        external_ref=doc.get("external_ref"),
+        attempts=attempts,
+        last_error=doc.get("last_error"),
+    )
+
+
+def find_config(directory: Path) -> Path:
+    """The configuration in ``directory``: ``crashpoint.toml`` first, then a
+    ``pyproject.toml`` that has a ``[tool.crashpoint]`` table."""
+    own = directory / CONFIG_FILE
+    if own.is_file():
+        return own
+    pyproject = directory / PYPROJECT
+    if pyproject.is_file():
+        tool = _read_toml(pyproject).get("tool")
+        if isinstance(tool, dict) and "crashpoint" in tool:
+            return pyproject
+    raise ConfigError(
+        f"{directory}: no {CONFIG_FILE} and no [tool.crashpoint] table in {PYPROJECT}; "
+        "run `crashpoint init` here or pass -c with the file"
+    )
+
+
+def load_config(path: Path) -> CommandConfig:
+    """Read and check a command target's configuration (a file, or a directory holding
+    one); every problem is one :class:`ConfigError` line naming file, key and fix."""
+    if path.is_dir():
+        path = find_config(path)
+    data = _read_toml(path)
+    prefix = ""
+    if path.name == PYPROJECT:
+        tool = data.get("tool")
+        if not isinstance(tool, dict) or "crashpoint" not in tool:
+            raise ConfigError(
+                f"{path}: no [tool.crashpoint] table; add one with the keys of "
+                f"{CONFIG_FILE}, or pass -c with a {CONFIG_FILE}"
+            )
+        data, prefix = tool["crashpoint"], "tool.crashpoint."
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: tool.crashpoint must be a table; write [tool.crashpoint]")
+    return _Schema(path, prefix).config(data)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file; pass -c with the path to {CONFIG_FILE}") from None
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: cannot be read ({exc.strerror or exc}); check the path and its permissions"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        detail = " ".join(str(exc).split())
+        raise ConfigError(f"{path}: not valid TOML ({detail}); fix the syntax there") from None
+
+
+class _Schema:
+    """Checks one document; ``prefix`` is where its tables live (``tool.crashpoint.``)."""
+
+    def __init__(self, path: Path, prefix: str) -> None:
+        self.path = path
+        self.prefix = prefix
+
+    def fail(self, key: str, problem: str, fix: str) -> ConfigError:
+        return ConfigError(f"{self.path}: {self.prefix}{key} {problem}; {fix}")
+
+    def config(self, data: Mapping[str, Any]) -> CommandConfig:
+        self.known(data, "", TOP_KEYS, label="the top level")
+        target = data.get("target")
+        if target is None:
+            raise self.fail("target", "is missing", "add a [target] table with name and command")
+        if not isinstance(target, dict):
+            raise self.fail("target", f"must be a table, got {_shown(target)}", "write [target]")
+        self.known(target, "target.", TARGET_KEYS, label="[target]")
+        name = self.string(target, "target.", "name")
+        workers = self.integer(target, "target.", "workers", default=1)
+        if not 1 <= workers <= MAX_WORKERS:
+            raise self.fail(
+                "target.workers",
+                f"must be from 1 to {MAX_WORKERS}, got {workers}",
+                "write workers = 2",
+            )
+        lease = self.number(target, "target.", "lease_ttl_s", default=1.0)
+        low, high = LEASE_RANGE_S
+        if not low <= lease <= high:
+            raise self.fail(
+                "target.lease_ttl_s",
+                f"must be seconds from {low} to {high:.0f}, got {_shown(target['lease_ttl_s'])}",
+                "write the lease your worker uses, for example lease_ttl_s = 1.0",
+            )
+        max_attempts = None
+        if "max_attempts" in target:
+            max_attempts = self.integer(target, "target.", "max_attempts", default=0)
+            if max_attempts < 1:
+                raise self.fail(
+                    "target.max_attempts",
+                    f"must be at least 1, got {max_attempts}",
+                    "write the worker's cap on writes per job, or leave the key out "
+                    "when it has none",
+                )
+        command = self.argv(target, "command")
+        for arg in command:
+            for field in PLACEHOLDERS:
+                if f"{{{field}}}" in arg:
+                    raise self.fail(
+                        "target.command",
+                        f"uses {{{field}}}, but it is started once per worker, not per job",
+                        "pass jobs through enqueue instead",
+                    )
+        enqueue = self.template(target, "enqueue")
+        status = self.template(target, "status") if "status" in target else None
+        return CommandConfig(
+            path=self.path.resolve(),
+            name=name,
+            command=command,
+            enqueue=enqueue,
+            workers=workers,
+            lease_ttl_s=lease,
+            ledger_dsn=self.ledger(target.get("ledger")),
+            providers=self.providers(data.get("providers")),
+            max_attempts=max_attempts,
+            status=status,
+        )
+
+    def known(
+        self, table: Mapping[str, Any], where: str, keys: tuple[str, ...], *, label: str
+    ) -> None:
+        for key in table:
+            if key not in keys:
+                raise self.fail(
+                    f"{where}{key}", "is not a known key", f"{label} allows {', '.join(keys)}"
+                )
+
+    def string(
+        self, table: Mapping[str, Any], where: str, key: str, *, example: str | None = None
+    ) -> str:
+        example = example or _EXAMPLES[key]
+        value = table.get(key)
+        if value is None:
+            raise self.fail(f"{where}{key}", "is missing", f"add {key} = {example}")
+        if not isinstance(value, str) or not value:
+            raise self.wrong(where, key, value, "a non-empty string", example=example)
+        return value
+
+    def integer(self, table: Mapping[str, Any], where: str, key: str, *, default: int) -> int:
+        value = table.get(key, default)
+        if not _is_int(value):
+            raise self.wrong(where, key, value, "a whole number")
+        return int(value)
+
+    def number(self, table: Mapping[str, Any], where: str, key: str, *, default: float) -> float:
+        value = table.get(key, default)
+        if not (_is_int(value) or isinstance(value, float)):
+            raise self.wrong(where, key, value, "a number")
+        return float(value)
+
+    def wrong(
+        self, where: str, key: str, value: object, what: str, *, example: str | None = None
+    ) -> ConfigError:
+        return self.fail(
+            f"{where}{key}",
+            f"must be {what}, got {_shown(value)} ({_toml_type(value)})",
+            f"write {key} = {example or _EXAMPLES[key]}",
+        )
+
+    def argv(self, target: Mapping[str, Any], key: str) -> tuple[str, ...]:
+        value = target.get(key)
+        if value is None:
+            raise self.fail(f"target.{key}", "is missing", f"add {key} = {_EXAMPLES[key]}")
+        if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+            raise self.wrong("target.", key, value, "a list of strings (an argv)")
+        if not value or not value[0]:
+            raise self.fail(
+                f"target.{key}", "is empty", f"name the program first: {key} = {_EXAMPLES[key]}"
+            )
+        return tuple(value)
+
+    def template(self, target: Mapping[str, Any], key: str) -> tuple[str, ...]:
+        """An argv filled per job: only :data:`PLACEHOLDERS`, and at least one of them."""
+        argv = self.argv(target, key)
+        known = " or ".join(f"{{{p}}}" for p in PLACEHOLDERS)
+        used = set()
+        for arg in argv:
+            try:
+                fields = [(f, conv, spec) for _, f, spec, conv in string.Formatter().parse(arg)]
+            except ValueError:
+                raise self.fail(
+                    f"target.{key}",
+                    f"has an unmatched brace in {_shown(arg)}",
+                    "write {{ or }} for a literal brace",
+                ) from None
+            for field, conv, spec in fields:
+                if field is None:
+                    continue
+                if field not in PLACEHOLDERS or conv or spec:
+                    raise self.fail(
+                        f"target.{key}",
+                        f"has unknown placeholder {{{field}{'!' + conv if conv else ''}"
+                        f"{':' + spec if spec else ''}}} in {_shown(arg)}",
+                        f"use {known} (write {{{{ for a literal brace)",
+                    )
+                used.add(field)
+        if not used:
+            raise self.fail(
+                f"target.{key}",
+                "never says which job",
+                f"pass {known}, for example {key} = {_EXAMPLES[key]}",
+            )
+        return argv
+
+    def ledger(self, ledger: object) -> str | None:
+        if ledger is None:
+            return None
+        if not isinstance(ledger, dict):
+            raise self.fail(
+                "target.ledger", f"must be a table, got {_shown(ledger)}", "write [target.ledger]"
+            )
+        self.known(ledger, "target.ledger.", LEDGER_KEYS, label="[target.ledger]")
+        return self.string(ledger, "target.ledger.", "dsn")
+
+    def providers(self, providers: object) -> tuple[ProviderDecl, ...]:
+        if providers is None or providers == []:
+            raise self.fail(
+                "providers",
+                "declares no provider",
+                'add a [[providers]] table with name = "billing" and kind = "idempotent"',
+            )
+        if not isinstance(providers, list):
+            raise self.fail(
+                "providers",
+                f"must be an array of tables, got {_shown(providers)}",
+                "write each one as a [[providers]] table",
+            )
+        decls: list[ProviderDecl] = []
+        by_var: dict[str, str] = {}
+        for i, entry in enumerate(providers):
+            where = f"providers[{i}]."
+            if not isinstance(entry, dict):
+                raise self.fail(
+                    where[:-1], f"must be a table, got {_shown(entry)}", "write it as [[providers]]"
+                )
+            self.known(entry, where, PROVIDER_KEYS, label="[[providers]]")
+            name = self.string(entry, where, "name", example='"billing"')
+            kind = self.string(entry, where, "kind")
+            if kind not in PROVIDER_KINDS:
+                raise self.fail(
+                    f"{where}kind", f"is {_shown(kind)}", f"use one of {', '.join(PROVIDER_KINDS)}"
+                )
+            if not provider_env_name(name):
+                raise self.fail(
+                    f"{where}name",
+                    f"{_shown(name)} has no letter or digit",
+                    "the worker reads CRASHPOINT_PROVIDER_<NAME>_URL; name it like billing",
+                )
+            var = provider_env_var(name)
+            if name in (d.name for d in decls):
+                raise self.fail(
+                    f"{where}name",
+                    f"{_shown(name)} is declared twice",
+                    "give each provider its own name",
+                )
+            if var in by_var:
+                raise self.fail(
+                    f"{where}name",
+                    f"{_shown(name)} and {_shown(by_var[var])} both give the worker {var}",
+                    "rename one so the worker can tell them apart",
+                )
+            by_var[var] = name
+            decls.append(ProviderDecl(name, kind))
+        return tuple(decls)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _toml_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return type(value).__name__
+
+
+def _shown(value: object) -> str:
+    """A value as the file (TOML) or the line (JSON) spells it: ``"two"``, ``true``."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,435 @@
+"""The command target's configuration: every mistake is one line naming file, key and fix."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from harness.contract.errors import ConfigError
+from harness.targets.config import (
+    CommandConfig,
+    JobStatus,
+    ProviderDecl,
+    find_config,
+    load_config,
+    parse_status_line,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD = """\
+[target]
+name = "billing-agent"
+command = ["node", "worker.js"]
+workers = 2
+lease_ttl_s = 0.5
+enqueue = ["node", "enqueue.js", "{job_id}", "{payload_file}"]
+max_attempts = 6
+status = ["node", "status.js", "{job_id}"]
+
+[target.ledger]
+dsn = "sqlite:///state/ledger.db"
+
+[[providers]]
+name = "billing"
+kind = "idempotent"
+
+[[providers]]
+name = "mailer"
+kind = "plain"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "crashpoint.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def edited(old: str, new: str) -> str:
+    assert old in GOOD, old
+    return GOOD.replace(old, new, 1)
+
+
+def error_line(path: Path) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert "\n" not in message, message
+    return message
+
+
+def test_a_full_config_loads(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD)
+    assert load_config(path) == CommandConfig(
+        path=path.resolve(),
+        name="billing-agent",
+        command=("node", "worker.js"),
+        enqueue=("node", "enqueue.js", "{job_id}", "{payload_file}"),
+        workers=2,
+        lease_ttl_s=0.5,
+        ledger_dsn="sqlite:///state/ledger.db",
+        providers=(ProviderDecl("billing", "idempotent"), ProviderDecl("mailer", "plain")),
+        max_attempts=6,
+        status=("node", "status.js", "{job_id}"),
+    )
+
+
+def test_optional_keys_have_their_defaults(tmp_path: Path) -> None:
+    text = """\
+[target]
+name = "w"
+command = ["./worker"]
+enqueue = ["./enqueue", "{payload_file}"]
+[[providers]]
+name = "billing"
+kind = "unqueryable"
+"""
+    config = load_config(write(tmp_path, text))
+    assert (config.workers, config.lease_ttl_s, config.ledger_dsn) == (1, 1.0, None)
+    # Absent means the worker declared no cap and no status command: nothing is borrowed.
+    assert (config.max_attempts, config.status) == (None, None)
+
+
+def test_the_shipped_examples_load() -> None:
+    for path in sorted((ROOT / "examples").glob("*/crashpoint*.toml")):
+        assert load_config(path).providers, path
+
+
+def test_pyproject_tool_crashpoint_holds_the_same_keys(tmp_path: Path) -> None:
+    body = GOOD.replace("[target", "[tool.crashpoint.target").replace(
+        "[[providers]]", "[[tool.crashpoint.providers]]"
+    )
+    path = write(tmp_path, '[project]\nname = "mine"\n\n' + body, name="pyproject.toml")
+    own = load_config(write(tmp_path, GOOD))
+    assert load_config(path) == replace(own, path=path.resolve())
+
+
+def test_pyproject_mistakes_name_the_tool_table(tmp_path: Path) -> None:
+    body = "[tool.crashpoint.target]\nname = 'w'\nwrokers = 2\n"
+    message = error_line(write(tmp_path, body, name="pyproject.toml"))
+    assert "tool.crashpoint.target.wrokers is not a known key" in message
+
+
+def test_pyproject_without_the_table(tmp_path: Path) -> None:
+    path = write(tmp_path, '[project]\nname = "mine"\n', name="pyproject.toml")
+    message = error_line(path)
+    assert message.startswith(f"{path}: no [tool.crashpoint] table;")
+
+
+def test_a_directory_finds_crashpoint_toml_before_pyproject(tmp_path: Path) -> None:
+    pyproject = write(
+        tmp_path,
+        GOOD.replace("[target", "[tool.crashpoint.target").replace(
+            "[[providers]]", "[[tool.crashpoint.providers]]"
+        ),
+        name="pyproject.toml",
+    )
+    assert find_config(tmp_path) == pyproject
+    assert load_config(tmp_path).path == pyproject.resolve()
+    own = write(tmp_path, GOOD)
+    assert find_config(tmp_path) == own
+    assert load_config(tmp_path).path == own.resolve()
+
+
+def test_a_directory_without_a_config(tmp_path: Path) -> None:
+    write(tmp_path, '[project]\nname = "mine"\n', name="pyproject.toml")
+    with pytest.raises(ConfigError, match=r"no crashpoint.toml and no \[tool.crashpoint\]"):
+        find_config(tmp_path)
+
+
+# (what is wrong, the edit, the key the line names, a piece of the fix it gives)
+MISTAKES = [
+    (
+        "unknown-key",
+        ("lease_ttl_s = 0.5", "lease_tll_s = 0.5"),
+        "target.lease_tll_s is not a known key",
+        "[target] allows name, command, workers, lease_ttl_s, enqueue, max_attempts, status",
+    ),
+    (
+        "unknown-top-level-key",
+        ('[[providers]]\nname = "billing"', '[[provider]]\nname = "billing"'),
+        "provider is not a known key",
+        "the top level allows target, providers",
+    ),
+    (
+        "unknown-provider-key",
+        ('kind = "plain"', 'kind = "plain"\nurl = "http://x"'),
+        "providers[1].url is not a known key",
+        "[[providers]] allows name, kind",
+    ),
+    (
+        "wrong-type",
+        ("workers = 2", 'workers = "two"'),
+        'target.workers must be a whole number, got "two" (a string)',
+        "write workers = 2",
+    ),
+    (
+        "wrong-type-lease",
+        ("lease_ttl_s = 0.5", 'lease_ttl_s = "1s"'),
+        'target.lease_ttl_s must be a number, got "1s" (a string)',
+        "write lease_ttl_s = 1.0",
+    ),
+    (
+        "command-not-a-list",
+        ('command = ["node", "worker.js"]', 'command = "node worker.js"'),
+        'target.command must be a list of strings (an argv), got "node worker.js"',
+        'write command = ["node", "worker.js"]',
+    ),
+    (
+        "missing-command",
+        ('command = ["node", "worker.js"]\n', ""),
+        "target.command is missing",
+        'add command = ["node", "worker.js"]',
+    ),
+    (
+        "empty-command",
+        ('command = ["node", "worker.js"]', "command = []"),
+        "target.command is empty",
+        'name the program first: command = ["node", "worker.js"]',
+    ),
+    (
+        "missing-name",
+        ('name = "billing-agent"\n', ""),
+        "target.name is missing",
+        'add name = "billing-agent"',
+    ),
+    (
+        "missing-enqueue",
+        ('enqueue = ["node", "enqueue.js", "{job_id}", "{payload_file}"]\n', ""),
+        "target.enqueue is missing",
+        "add enqueue = ",
+    ),
+    (
+        "unknown-provider-kind",
+        ('kind = "idempotent"', 'kind = "exactly-once"'),
+        'providers[0].kind is "exactly-once"',
+        "use one of idempotent, plain, unqueryable",
+    ),
+    (
+        "duplicate-provider-name",
+        ('name = "mailer"', 'name = "billing"'),
+        'providers[1].name "billing" is declared twice',
+        "give each provider its own name",
+    ),
+    (
+        "provider-names-share-a-variable",
+        ('name = "billing"', 'name = "pay-v2"', 'name = "mailer"', 'name = "pay.v2"'),
+        'providers[1].name "pay.v2" and "pay-v2" both give the worker '
+        "CRASHPOINT_PROVIDER_PAY_V2_URL",
+        "rename one so the worker can tell them apart",
+    ),
+    (
+        "provider-name-without-letters",
+        ('name = "billing"', 'name = "--"'),
+        'providers[0].name "--" has no letter or digit',
+        "CRASHPOINT_PROVIDER_<NAME>_URL",
+    ),
+    (
+        "no-providers",
+        (GOOD[GOOD.index("[[providers]]") :], ""),
+        "providers declares no provider",
+        "add a [[providers]] table",
+    ),
+    (
+        "providers-not-an-array",
+        (
+            GOOD[GOOD.index("[[providers]]") :],
+            "",
+            "[target]\n",
+            'providers = "billing"\n[target]\n',
+        ),
+        'providers must be an array of tables, got "billing"',
+        "[[providers]] table",
+    ),
+    (
+        "bad-placeholder",
+        ('"{job_id}", "{payload_file}"', '"{job}", "{payload_file}"'),
+        'target.enqueue has unknown placeholder {job} in "{job}"',
+        "use {job_id} or {payload_file}",
+    ),
+    (
+        "bad-placeholder-in-status",
+        ('"status.js", "{job_id}"', '"status.js", "--id={id}"'),
+        'target.status has unknown placeholder {id} in "--id={id}"',
+        "use {job_id} or {payload_file}",
+    ),
+    (
+        "placeholder-with-a-format-spec",
+        ('"status.js", "{job_id}"', '"status.js", "{job_id:>8}"'),
+        "target.status has unknown placeholder {job_id:>8}",
+        "use {job_id} or {payload_file}",
+    ),
+    (
+        "unmatched-brace",
+        ('"status.js", "{job_id}"', '"status.js", "{job_id"'),
+        'target.status has an unmatched brace in "{job_id"',
+        "write {{ or }} for a literal brace",
+    ),
+    (
+        "template-without-a-job",
+        ('"status.js", "{job_id}"', '"status.js"'),
+        "target.status never says which job",
+        "pass {job_id} or {payload_file}",
+    ),
+    (
+        "placeholder-in-the-worker-command",
+        ('"worker.js"]', '"worker.js", "{job_id}"]'),
+        "target.command uses {job_id}, but it is started once per worker, not per job",
+        "pass jobs through enqueue instead",
+    ),
+    (
+        "negative-lease",
+        ("lease_ttl_s = 0.5", "lease_ttl_s = -1"),
+        "target.lease_ttl_s must be seconds from 0.05 to 600, got -1",
+        "for example lease_ttl_s = 1.0",
+    ),
+    (
+        "zero-lease",
+        ("lease_ttl_s = 0.5", "lease_ttl_s = 0"),
+        "target.lease_ttl_s must be seconds from 0.05 to 600, got 0",
+        "for example lease_ttl_s = 1.0",
+    ),
+    (
+        "max-attempts-zero",
+        ("max_attempts = 6", "max_attempts = 0"),
+        "target.max_attempts must be at least 1, got 0",
+        "leave the key out when it has none",
+    ),
+    (
+        "max-attempts-not-an-integer",
+        ("max_attempts = 6", "max_attempts = 2.5"),
+        "target.max_attempts must be a whole number, got 2.5 (a float)",
+        "write max_attempts = 3",
+    ),
+    (
+        "too-many-workers",
+        ("workers = 2", "workers = 100"),
+        "target.workers must be from 1 to 64, got 100",
+        "write workers = 2",
+    ),
+    (
+        "workers-a-boolean",
+        ("workers = 2", "workers = true"),
+        "target.workers must be a whole number, got true (a boolean)",
+        "write workers = 2",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("edits", "says", "fix"),
+    [pytest.param(m[1], m[2], m[3], id=m[0]) for m in MISTAKES],
+)
+def test_each_mistake_is_one_line_naming_file_key_and_fix(
+    edits: tuple[str, ...], says: str, fix: str, tmp_path: Path
+) -> None:
+    text = GOOD
+    for old, new in zip(edits[::2], edits[1::2], strict=True):
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    path = write(tmp_path, text)
+    message = error_line(path)
+    assert message.startswith(f"{path}: "), message
+    assert says in message, message
+    assert fix in message.split("; ", 1)[1], message
+
+
+def test_the_mistakes_are_distinct() -> None:
+    seen = [m[2] for m in MISTAKES]
+    assert len(seen) == len(set(seen))
+    assert len(seen) >= 14
+
+
+def test_ledger_dsn_must_be_a_string(tmp_path: Path) -> None:
+    path = write(tmp_path, edited('dsn = "sqlite:///state/ledger.db"', "dsn = 5"))
+    assert "target.ledger.dsn must be a non-empty string, got 5 (an integer)" in error_line(path)
+
+
+def test_missing_target_table(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD[GOOD.index("[[providers]]") :])
+    assert (
+        error_line(path) == f"{path}: target is missing; add a [target] table with name and command"
+    )
+
+
+def test_invalid_toml(tmp_path: Path) -> None:
+    path = write(tmp_path, edited("workers = 2", "workers = = 2"))
+    message = error_line(path)
+    assert message.startswith(f"{path}: not valid TOML (")
+    assert "(at line 4, column 11)" in message
+    assert message.endswith("; fix the syntax there")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere.toml"
+    assert error_line(path) == f"{path}: no such file; pass -c with the path to crashpoint.toml"
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    # A path through a regular file cannot be opened (ENOTDIR), whoever runs the test;
+    # a chmod 000 file would still be readable by root.
+    (tmp_path / "plain").write_text("")
+    path = tmp_path / "plain" / "crashpoint.toml"
+    message = error_line(path)
+    assert message == (
+        f"{path}: cannot be read (Not a directory); check the path and its permissions"
+    )
+
+
+def test_a_file_that_is_not_text(tmp_path: Path) -> None:
+    path = tmp_path / "crashpoint.toml"
+    path.write_bytes(b"[target]\nname = '\xff'\n")
+    assert error_line(path) == f"{path}: not UTF-8 text (byte 17); save it as UTF-8"
+
+
+# -- the status command's one line --------------------------------------------------------
+
+
+def test_a_status_line_with_every_field() -> None:
+    line = '{"state": "done", "external_ref": "eff-1", "attempts": 2, "last_error": null}\n'
+    assert parse_status_line(line) == JobStatus("done", external_ref="eff-1", attempts=2)
+    assert parse_status_line(line).final
+
+
+@pytest.mark.parametrize("state", ["done", "needs_review", "dead_lettered", "pending"])
+def test_each_state_parses(state: str) -> None:
+    status = parse_status_line(f'{{"state": "{state}"}}')
+    assert status.state == state
+    assert status.final is (state != "pending")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("", "printed nothing, not one JSON line"),
+        ("hello\n", 'printed "hello", which is not JSON'),
+        ('{"state": "done"}\n{"state": "done"}\n', "printed 2 lines, not one JSON line"),
+        ('["done"]', 'printed "[\\"done\\"]", not a JSON object'),
+        ('{"state": "finished"}', 'printed state "finished"; it must be one of done,'),
+        ("{}", "printed state null"),
+        ('{"state": "done", "attempts": -1}', "printed attempts -1"),
+        ('{"state": "done", "attempts": true}', "printed attempts true"),
+        ('{"state": "done", "external_ref": 7}', "printed external_ref 7; it must be a string"),
+        ('{"state": "done", "externalRef": "x"}', 'printed unknown key "externalRef"'),
+    ],
+    ids=[
+        "nothing",
+        "not-json",
+        "two-lines",
+        "not-an-object",
+        "unknown-state",
+        "no-state",
+        "negative-attempts",
+        "boolean-attempts",
+        "ref-not-a-string",
+        "unknown-key",
+    ],
+)
+def test_garbage_status_lines_say_what_is_wrong(text: str, says: str) -> None:
+    with pytest.raises(ValueError, match=r".") as info:
+        parse_status_line(text)
+    assert says in str(info.value)
+    assert "\n" not in str(info.value)
