@@ -18,8 +18,15 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.contract.errors import CrashpointError
+from harness.probes import (
+    ProbeFailed,
+    docker_version,
+    first_line,
+    postgres_dsn,
+    postgres_version,
+    redact,
+)
 
-DEFAULT_PG_DSN = "postgresql://crashpoint:crashpoint@127.0.0.1:5432/crashpoint"
 MIN_PYTHON = (3, 11)
 
 
@@ -56,34 +63,21 @@ def check_toxiproxy() -> Check:
 
 
 def check_postgres() -> Check:
-    dsn = os.environ.get("CRASHPOINT_PG_DSN", DEFAULT_PG_DSN)
-    fix = "bash scripts/install-infra.sh postgres"
+    dsn = postgres_dsn()
     try:
-        import psycopg
-
-        with psycopg.connect(dsn, connect_timeout=3) as conn:
-            row = conn.execute("SHOW server_version").fetchone()
-    except Exception as exc:
-        return Check("PostgreSQL", False, f"{_redact(dsn)}: {_first_line(exc)}", fix)
-    version = str(row[0]).split()[0] if row else "?"
-    return Check("PostgreSQL", True, _redact(dsn), version=version)
+        version = postgres_version(dsn)
+    except ProbeFailed as exc:
+        return Check("PostgreSQL", False, exc.what, exc.fix)
+    return Check("PostgreSQL", True, redact(dsn), version=version)
 
 
 def check_docker() -> Check:
-    fix = "bash scripts/install-infra.sh docker"
     try:
-        import docker
-
-        client = docker.from_env(timeout=3)
-        try:
-            client.ping()
-            info = client.version()
-        finally:
-            client.close()
-    except Exception as exc:
-        return Check("Docker engine", False, _first_line(exc), fix)
-    detail = f"API {info.get('ApiVersion', '?')} at {os.environ.get('DOCKER_HOST', 'local socket')}"
-    return Check("Docker engine", True, detail, version=str(info.get("Version", "?")))
+        engine = docker_version(timeout_s=3)
+    except ProbeFailed as exc:
+        return Check("Docker engine", False, exc.what, exc.fix)
+    detail = f"API {engine.api} at {os.environ.get('DOCKER_HOST', 'local socket')}"
+    return Check("Docker engine", True, detail, version=engine.engine)
 
 
 def check_chromium() -> Check:
@@ -114,28 +108,12 @@ PROBES: tuple[Callable[[], Check], ...] = (
 )
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
-def _redact(dsn: str) -> str:
-    """Hide a password in a DSN before printing it."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(dsn)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return dsn
-
-
 def _safe(probe: Callable[[], Check]) -> Check:
     try:
         return probe()
     except Exception as exc:  # a probe that breaks is a finding, not a crash of the doctor
         name = probe.__name__.removeprefix("check_")
-        return Check(name, False, f"probe failed: {_first_line(exc)}")
+        return Check(name, False, f"probe failed: {first_line(exc)}")
 
 
 def render(checks: Sequence[Check]) -> Table:

@@ -113,3 +113,18 @@ def test_kill_matrix_records_killers_and_the_expected_invariant() -> None:
     assert not ack["caught_as_expected"]
     assert not km["mutants"]["fresh_key_per_attempt"]["killed"]
     assert km["correct_worker"] == {"trials": 1, "violations": 0, "inconclusive": 0}
+
+
+def test_a_command_target_skips_the_scenarios_that_need_the_reference_ledger() -> None:
+    from harness.infra import RunInfra
+
+    every = cells(ledger="postgres")
+    infra = RunInfra(ledger="postgres", backend="process", pg_dsn=None, command=object())
+    infra.toxiproxy = object()  # a server is there: only the ledger can be the reason
+    skipped = infra.skipped(every)
+    assert {c.scenario.name for c in every if c.id in skipped} == {
+        "state_store_restore",
+        "ledger_link_faults",
+        "slow_lease_renewal",
+    }
+    assert all("only the reference target" in reason for reason in skipped.values())
