@@ -22,7 +22,8 @@ from harness.contract.errors import InfrastructureError, ToxiproxyUnavailable
 from harness.history import History
 from harness.plan import Cell
 from harness.probes import ProbeFailed, docker_version, postgres_dsn, postgres_version
-from harness.runner import RunSpec, base_environment
+from harness.results import base_environment
+from harness.runner import RunSpec
 from harness.target import TargetAdapter
 from harness.trial import TrialConfig
 from harness.watchdog import Watchdog

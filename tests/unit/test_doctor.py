@@ -6,7 +6,8 @@ import io
 
 from rich.console import Console
 
-from harness.doctor import Check, check_python, run_doctor
+from harness.commands.doctor import run_doctor
+from harness.doctor import Check, check_python
 
 
 def _run(*checks: Check) -> tuple[int, str]:

@@ -1,14 +1,15 @@
-"""Merging shards: unique ids, clashes kept apart by run id, summary recomputed."""
+"""Merging shards: unique ids, clashes kept apart by run id, summary recomputed; writing."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
 from harness.contract.errors import ConfigError
-from reports import build_report, load_results, merge, write_results
+from reports import build_report, load_results, merge, write_results, write_run
 from reports.model import Results
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
@@ -114,3 +115,18 @@ def test_build_report_merges_files_and_writes_everything(tmp_path: Path) -> None
         assert (out / name).is_file(), name
     assert load_results(out / "results.json").summary == run_small.summary
     assert len(list((out / "trials").glob("*.html"))) == run_small.summary.total
+
+
+def test_write_run_stores_the_engines_document_as_is_and_draws_the_reports(
+    tmp_path: Path,
+) -> None:
+    doc = json.loads((FIXTURES / "selftest.json").read_text(encoding="utf-8"))
+    # Keys the engine writes that the report model does not read must survive.
+    doc["kill_matrix"]["correct_worker"]["inconclusive"] = 0
+    doc["engine_note"] = {"kept": True}
+    files = write_run(doc, tmp_path / "out")
+    assert json.loads(files.results_json.read_text(encoding="utf-8")) == doc
+    for path in (files.index_html, files.junit_xml, files.summary_md):
+        assert path.is_file(), path
+    pages = list((tmp_path / "out" / "trials").glob("*.html"))
+    assert len(pages) == len(doc["trials"])
