@@ -8,12 +8,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from reports.model import SCHEMA, KillMatrix, Results, Trial, Violation
+from harness.contract.vocabulary import RESULTS_SCHEMA
+from reports.model import KillMatrix, Results, Trial, Violation
 
 
 def results_to_dict(results: Results) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "schema": SCHEMA,
+        "schema": RESULTS_SCHEMA,
         "run_id": results.run_id,
         "command": results.command,
         "seed": results.seed,

@@ -73,7 +73,7 @@ def print_summary(doc: Mapping[str, Any], out: Path) -> None:
         table.add_column(col)
     for t in doc["trials"]:
         verdict = Verdict(t["verdict"])
-        if verdict is Verdict.HELD and s["total"] > LONG_RUN:
+        if verdict == Verdict.HELD and s["total"] > LONG_RUN:
             continue  # long runs list only what needs attention
         table.add_row(
             t["id"],
