@@ -126,9 +126,14 @@ class Trial:
 
     @property
     def name(self) -> str:
-        """The id without its leading scenario (JUnit ``name`` beside ``classname``)."""
-        prefix = self.scenario + "."
-        return self.id[len(prefix) :] if self.id.startswith(prefix) else self.id
+        """The id without its scenario (JUnit ``name`` beside ``classname``).
+
+        A cell's id is ``[mutant.]scenario.point.provider.signal.ledger.backend``
+        (``harness.plan.Cell.id``): a mutant's trial keeps its mutant in front.
+        """
+        lead = f"{self.mutant}." if self.mutant else ""
+        prefix = f"{lead}{self.scenario}."
+        return lead + self.id[len(prefix) :] if self.id.startswith(prefix) else self.id
 
 
 @dataclass(frozen=True)
