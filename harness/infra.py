@@ -125,7 +125,7 @@ class RunInfra:
 
         return ProcessBackend(history=history, watchdog=self.watchdog)
 
-    def make_target(self, cell: Cell, state_dir: Path, config: TrialConfig) -> TargetAdapter:
+    def make_target(self, cell: Cell, state_dir: Path) -> TargetAdapter:
         if self.command is not None:
             from harness.targets.command import CommandAdapter
 
@@ -174,7 +174,7 @@ class RunInfra:
             seed=seed,
             config=config,
             make_backend=self.make_backend,
-            make_target=lambda cell, d: self.make_target(cell, d, config),
+            make_target=self.make_target,
             target=target,
             command=command,
             jobs=jobs,

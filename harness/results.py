@@ -46,13 +46,12 @@ def results_document(
     *,
     started: float,
     environment: dict[str, Any],
-    run_id: str | None = None,
 ) -> dict[str, Any]:
     trials = [r.to_json(replay_command(spec, r.cell)) for r in results]
     finished = time.time()
     return {
         "schema": RESULTS_SCHEMA,
-        "run_id": run_id or new_run_id(),
+        "run_id": new_run_id(),
         "command": spec.command,
         "seed": spec.seed,
         "started_at": _iso(started),

@@ -34,11 +34,6 @@ class Scenario:
     #: target whose ledger the harness can snapshot and fault (the reference) can run it.
     needs_ledger: bool = False
 
-    @property
-    def network(self) -> bool:
-        """Some point of this scenario needs Toxiproxy."""
-        return any(p in NETWORK_POINTS for p in self.points)
-
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(

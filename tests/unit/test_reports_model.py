@@ -183,3 +183,13 @@ def test_lenient_where_the_data_is_still_meaningful() -> None:
     results = results_from_dict(data)
     assert results.environment["postgres"] == "15"
     assert results.trials[0].events[0].t == -0.002
+
+
+def test_a_trial_name_drops_the_scenario_and_keeps_the_mutant() -> None:
+    selftest = load_results(FIXTURES / "selftest.json")
+    names = {t.id: t.name for t in selftest.trials}
+    correct = "crash_after_external_success.after_external_call.idempotent.SIGKILL.sqlite.process"
+    assert names[correct] == "after_external_call.idempotent.SIGKILL.sqlite.process"
+    assert names[f"fresh_key_per_attempt.{correct}"] == (
+        "fresh_key_per_attempt.after_external_call.idempotent.SIGKILL.sqlite.process"
+    )
