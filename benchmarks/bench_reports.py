@@ -15,17 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.stats import describe, repeat_s
+from harness.contract.vocabulary import Verdict
 from reports import write_all, write_html
-from reports.model import (
-    VERDICTS,
-    Evidence,
-    Results,
-    Target,
-    TimelineEvent,
-    Trial,
-    Verdict,
-    Violation,
-)
+from reports.model import Evidence, Results, Target, TimelineEvent, Trial, Violation
 
 TRIALS = 2_000
 RUNS = 5
@@ -58,7 +50,7 @@ def synthetic(n: int = TRIALS, *, seed: int = 1) -> Results:
         scenario, point = SCENARIOS[i % len(SCENARIOS)]
         provider = PROVIDERS[(i // len(SCENARIOS)) % len(PROVIDERS)]
         signal = SIGNALS[(i // (len(SCENARIOS) * len(PROVIDERS))) % len(SIGNALS)]
-        verdict: Verdict = rng.choices(VERDICTS, weights=(85, 6, 4, 5))[0]
+        verdict = rng.choices(list(Verdict), weights=(85, 6, 4, 5))[0]
         t = 0.0
         events = []
         for j in range(rng.randint(12, 30)):
@@ -75,7 +67,7 @@ def synthetic(n: int = TRIALS, *, seed: int = 1) -> Results:
                 )
             )
         violations: tuple[Violation, ...] = ()
-        if verdict == "violated":
+        if verdict == Verdict.VIOLATED:
             row = {"id": 1, "job_id": "j-0001", "status": 201, "committed": True}
             violations = (
                 Violation(
@@ -96,8 +88,8 @@ def synthetic(n: int = TRIALS, *, seed: int = 1) -> Results:
                 ledger="sqlite",
                 mutant=None,
                 verdict=verdict,
-                reached=verdict != "skipped" and rng.random() > 0.03,
-                reason="synthetic" if verdict != "held" else None,
+                reached=verdict != Verdict.SKIPPED and rng.random() > 0.03,
+                reason="synthetic" if verdict != Verdict.HELD else None,
                 duration_s=round(rng.uniform(0.2, 3.0), 3),
                 replay=f"crashpoint run --scenario {scenario} --seed {i}",
                 seed=i,

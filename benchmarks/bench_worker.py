@@ -6,7 +6,6 @@ write), so worker start-up is not counted; each run uses a fresh ledger.
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import tempfile
@@ -17,15 +16,14 @@ from pathlib import Path
 
 from benchmarks.stats import describe
 from fake_providers import start_provider
+from harness.probes import postgres_dsn
 from scenarios import ReferenceTarget
 from scenarios.fleet import Fleet
 
 JOBS = 300
 WORKERS = 4
 RUNS = 3
-PG_DSN = os.environ.get(
-    "CRASHPOINT_PG_DSN", "postgresql://crashpoint:crashpoint@127.0.0.1:5432/crashpoint"
-)
+PG_DSN = postgres_dsn()
 
 
 def _run_once(target: ReferenceTarget, url: str) -> float:

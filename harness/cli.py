@@ -1,7 +1,9 @@
-"""The ``crashpoint`` command line.
+"""The ``crashpoint`` command line: click options and arguments only.
 
-Exit codes (stable): 0 all held; 1 a violation; 2 usage or configuration error; 3
-inconclusive or infrastructure failure (``--strict``: skipped too).
+What each command does is in ``harness.commands``, imported when the command runs, so
+``crashpoint --help`` loads no engine. Exit codes (stable, ``ExitCode``): 0 all held;
+1 a violation; 2 usage or configuration error; 3 inconclusive or infrastructure failure
+(``--strict``: skipped too); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ from typing import Any
 
 import click
 
-from harness.contract.errors import ConfigError, CrashpointError, InfrastructureError
+from harness.contract.errors import ConfigError, CrashpointError
+from harness.contract.vocabulary import PROVIDER_KINDS, ExitCode
 from harness.contract.vocabulary import VERSION as __version__
 
 LEDGERS = ("sqlite", "postgres")
 BACKENDS = ("process", "docker")
 SIGNALS = ("SIGKILL", "SIGTERM", "SIGSTOP")
+#: 128 + SIGINT, as a shell reports a command stopped by Ctrl-C.
+INTERRUPTED = 130
 
 
 class _Group(click.Group):
@@ -28,16 +33,13 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except ConfigError as exc:
             click.echo(f"crashpoint: {exc}", err=True)
-            sys.exit(2)
-        except InfrastructureError as exc:
+            sys.exit(ExitCode.USAGE)
+        except CrashpointError as exc:  # InfrastructureError and every other of ours
             click.echo(f"crashpoint: {exc}", err=True)
-            sys.exit(3)
-        except CrashpointError as exc:
-            click.echo(f"crashpoint: {exc}", err=True)
-            sys.exit(3)
+            sys.exit(ExitCode.INCONCLUSIVE)
         except KeyboardInterrupt:
             click.echo("crashpoint: interrupted; every worker and server was stopped", err=True)
-            sys.exit(130)
+            sys.exit(INTERRUPTED)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -54,7 +56,7 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
             "--provider",
             "providers",
             multiple=True,
-            type=click.Choice(("idempotent", "plain", "unqueryable")),
+            type=click.Choice(PROVIDER_KINDS),
             help="Only this provider kind.",
         ),
         click.option(
@@ -92,7 +94,8 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
 @_matrix_options
 def run(config_path: Path | None, target: str, mutant: str | None, repeat: int, **kw: Any) -> None:
     """Run the injection matrix against a target and write results.json and a report."""
-    from harness.commands import MatrixOptions, run_command
+    from harness.commands.matrix import MatrixOptions
+    from harness.commands.run import run_command
 
     opts = MatrixOptions(**kw)
     sys.exit(
@@ -104,7 +107,8 @@ def run(config_path: Path | None, target: str, mutant: str | None, repeat: int, 
 @_matrix_options
 def selftest(**kw: Any) -> None:
     """Run the correct reference worker and every mutant; print the kill matrix."""
-    from harness.commands import MatrixOptions, selftest_command
+    from harness.commands.matrix import MatrixOptions
+    from harness.commands.selftest import selftest_command
 
     sys.exit(selftest_command(MatrixOptions(**kw)))
 
@@ -120,7 +124,7 @@ def selftest(**kw: Any) -> None:
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=2, show_default=True)
 def demo(out: Path, seed: int | None, jobs: int) -> None:
     """Run the full matrix on the embedded default and write the HTML report."""
-    from harness.commands import demo_command
+    from harness.commands.demo import demo_command
 
     sys.exit(demo_command(out=out, seed=seed, jobs=jobs))
 
@@ -128,7 +132,7 @@ def demo(out: Path, seed: int | None, jobs: int) -> None:
 @main.command()
 def points() -> None:
     """List the scenarios, their injection points, providers and signals."""
-    from harness.commands import points_command
+    from harness.commands.points import points_command
 
     points_command()
 
@@ -143,10 +147,9 @@ def points() -> None:
 )
 def report(results: tuple[Path, ...], out: Path, self_contained: bool) -> None:
     """Merge results.json files (shards) and regenerate the HTML, JUnit and Markdown."""
-    from reports.cli import build_report
+    from harness.commands.report import report_command
 
-    merged = build_report(list(results), out, self_contained=self_contained)
-    click.echo(f"{len(merged.trials)} trials -> {out / 'index.html'}")
+    report_command(results, out=out, self_contained=self_contained)
 
 
 @main.command()
@@ -160,7 +163,7 @@ def report(results: tuple[Path, ...], out: Path, self_contained: bool) -> None:
 )
 def replay(results: Path, trial_ids: tuple[str, ...], out: Path) -> None:
     """Run trials of a results.json again from their seeds and compare the verdicts."""
-    from harness.commands import replay_file
+    from harness.commands.replay import replay_file
 
     sys.exit(replay_file(results, trial_ids=trial_ids, out=out))
 
@@ -168,7 +171,7 @@ def replay(results: Path, trial_ids: tuple[str, ...], out: Path) -> None:
 @main.command()
 def doctor() -> None:
     """Say what is available here and how to get what is missing."""
-    from harness.doctor import run_doctor
+    from harness.commands.doctor import run_doctor
 
     sys.exit(run_doctor())
 

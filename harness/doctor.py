@@ -1,7 +1,8 @@
-"""``crashpoint doctor``: what is available here, and the one command that brings the rest.
+"""What is available here, and the one command that brings the rest (``crashpoint doctor``
+prints it: ``harness.commands.doctor``).
 
 Each probe returns a :class:`Check`; only the embedded default (Python and SQLite) is
-required, so the exit status is 0 whenever a run on it is possible, and 3 otherwise.
+required.
 """
 
 from __future__ import annotations
@@ -11,15 +12,19 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from rich.console import Console
-from rich.table import Table
-
 from harness.contract.errors import CrashpointError
+from harness.probes import (
+    ProbeFailed,
+    docker_version,
+    first_line,
+    postgres_dsn,
+    postgres_version,
+    redact,
+)
 
-DEFAULT_PG_DSN = "postgresql://crashpoint:crashpoint@127.0.0.1:5432/crashpoint"
 MIN_PYTHON = (3, 11)
 
 
@@ -56,34 +61,21 @@ def check_toxiproxy() -> Check:
 
 
 def check_postgres() -> Check:
-    dsn = os.environ.get("CRASHPOINT_PG_DSN", DEFAULT_PG_DSN)
-    fix = "bash scripts/install-infra.sh postgres"
+    dsn = postgres_dsn()
     try:
-        import psycopg
-
-        with psycopg.connect(dsn, connect_timeout=3) as conn:
-            row = conn.execute("SHOW server_version").fetchone()
-    except Exception as exc:
-        return Check("PostgreSQL", False, f"{_redact(dsn)}: {_first_line(exc)}", fix)
-    version = str(row[0]).split()[0] if row else "?"
-    return Check("PostgreSQL", True, _redact(dsn), version=version)
+        version = postgres_version(dsn)
+    except ProbeFailed as exc:
+        return Check("PostgreSQL", False, exc.what, exc.fix)
+    return Check("PostgreSQL", True, redact(dsn), version=version)
 
 
 def check_docker() -> Check:
-    fix = "bash scripts/install-infra.sh docker"
     try:
-        import docker
-
-        client = docker.from_env(timeout=3)
-        try:
-            client.ping()
-            info = client.version()
-        finally:
-            client.close()
-    except Exception as exc:
-        return Check("Docker engine", False, _first_line(exc), fix)
-    detail = f"API {info.get('ApiVersion', '?')} at {os.environ.get('DOCKER_HOST', 'local socket')}"
-    return Check("Docker engine", True, detail, version=str(info.get("Version", "?")))
+        engine = docker_version(timeout_s=3)
+    except ProbeFailed as exc:
+        return Check("Docker engine", False, exc.what, exc.fix)
+    detail = f"API {engine.api} at {os.environ.get('DOCKER_HOST', 'local socket')}"
+    return Check("Docker engine", True, detail, version=engine.engine)
 
 
 def check_chromium() -> Check:
@@ -114,68 +106,14 @@ PROBES: tuple[Callable[[], Check], ...] = (
 )
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
-def _redact(dsn: str) -> str:
-    """Hide a password in a DSN before printing it."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(dsn)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return dsn
+def run_checks(probes: Iterable[Callable[[], Check]] = PROBES) -> list[Check]:
+    """Every probe's check; a probe that breaks is a finding, not a crash of the doctor."""
+    return [_safe(p) for p in probes]
 
 
 def _safe(probe: Callable[[], Check]) -> Check:
     try:
         return probe()
-    except Exception as exc:  # a probe that breaks is a finding, not a crash of the doctor
+    except Exception as exc:
         name = probe.__name__.removeprefix("check_")
-        return Check(name, False, f"probe failed: {_first_line(exc)}")
-
-
-def render(checks: Sequence[Check]) -> Table:
-    table = Table(title="crashpoint doctor")
-    table.add_column("component")
-    table.add_column("status")
-    table.add_column("version")
-    table.add_column("detail", overflow="fold")
-    fixes = any(c.fix and not c.ok for c in checks)
-    if fixes:  # only spend the width on it when something is missing
-        table.add_column("to get it", overflow="fold")
-    for c in checks:
-        if c.ok:
-            status = "[green]ok[/green]"
-        elif c.required:
-            status = "[red]MISSING (required)[/red]"
-        else:
-            status = "[yellow]missing (optional)[/yellow]"
-        row = [c.component, status, c.version or "", c.detail]
-        table.add_row(*row, *([c.fix if not c.ok else ""] if fixes else []))
-    return table
-
-
-def run_doctor(
-    probes: Sequence[Callable[[], Check]] = PROBES, *, console: Console | None = None
-) -> int:
-    """Print the table; 0 when the embedded default can run, 3 when it cannot."""
-    checks = [_safe(p) for p in probes]
-    console = console or Console()
-    console.print(render(checks))
-    runnable = all(c.ok for c in checks if c.required)
-    missing = [c.component for c in checks if not c.ok and not c.required]
-    if not runnable:
-        console.print("The embedded default (Python + SQLite) cannot run here; see above.")
-        return 3
-    if missing:
-        console.print(
-            f"The embedded default runs. Without {', '.join(missing)}, the scenarios that need "
-            "them are reported as skipped."
-        )
-    else:
-        console.print("Everything is available.")
-    return 0
+        return Check(name, False, f"probe failed: {first_line(exc)}")

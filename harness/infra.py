@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import sys
 import uuid
@@ -19,19 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend
-from harness.contract.errors import ConfigError, InfrastructureError, ToxiproxyUnavailable
+from harness.contract.errors import InfrastructureError, ToxiproxyUnavailable
 from harness.history import History
 from harness.plan import Cell
-from harness.runner import RunSpec, base_environment
+from harness.probes import ProbeFailed, docker_version, postgres_dsn, postgres_version
+from harness.results import base_environment
+from harness.runner import RunSpec
 from harness.target import TargetAdapter
 from harness.trial import TrialConfig
 from harness.watchdog import Watchdog
-
-#: Scenarios that act on the target's ledger itself (restore it, or fault its link).
-NEEDS_REFERENCE_LEDGER = frozenset(
-    {"state_store_restore", "ledger_link_faults", "slow_lease_renewal"}
-)
-DEFAULT_PG_DSN = "postgresql://crashpoint:crashpoint@127.0.0.1:5432/crashpoint"
 
 
 class RunInfra:
@@ -73,13 +68,16 @@ class RunInfra:
     def _start(self, cells: Sequence[Cell]) -> None:
         self.watchdog = Watchdog.start(self.run_id)
         if self.ledger == "postgres":
-            self.pg_dsn = self.pg_dsn or os.environ.get("CRASHPOINT_PG_DSN") or DEFAULT_PG_DSN
-            self.versions["postgres"] = _postgres_version(self.pg_dsn)
+            self.pg_dsn = postgres_dsn(self.pg_dsn)
+            try:
+                self.versions["postgres"] = postgres_version(self.pg_dsn)
+            except ProbeFailed as exc:
+                raise InfrastructureError(f"{exc} or pass --pg-dsn") from None
         if self.backend_name == "docker":
             from harness.backends.docker import DockerBackend
 
             self.docker = DockerBackend
-            self.versions["docker"] = _docker_version()
+            self.versions["docker"] = docker_version().engine
         if any(c.network for c in cells):
             self._start_toxiproxy()
 
@@ -127,7 +125,7 @@ class RunInfra:
 
         return ProcessBackend(history=history, watchdog=self.watchdog)
 
-    def make_target(self, cell: Cell, state_dir: Path, config: TrialConfig) -> TargetAdapter:
+    def make_target(self, cell: Cell, state_dir: Path) -> TargetAdapter:
         if self.command is not None:
             from harness.targets.command import CommandAdapter
 
@@ -142,7 +140,7 @@ class RunInfra:
     def skipped(self, cells: Sequence[Cell]) -> dict[str, str]:
         out = {}
         for c in cells:
-            if self.command is not None and c.scenario.name in NEEDS_REFERENCE_LEDGER:
+            if self.command is not None and c.scenario.needs_ledger:
                 out[c.id] = (
                     f"{c.scenario.name} needs a ledger the harness can snapshot and fault; "
                     "only the reference target has one"
@@ -176,7 +174,7 @@ class RunInfra:
             seed=seed,
             config=config,
             make_backend=self.make_backend,
-            make_target=lambda cell, d: self.make_target(cell, d, config),
+            make_target=self.make_target,
             target=target,
             command=command,
             jobs=jobs,
@@ -185,41 +183,3 @@ class RunInfra:
             replay_flags=replay,
             watchdog=self.watchdog,
         )
-
-
-def _postgres_version(dsn: str) -> str:
-    import psycopg
-
-    try:
-        with psycopg.connect(dsn, connect_timeout=3) as conn:
-            row = conn.execute("SHOW server_version").fetchone()
-    except psycopg.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InfrastructureError(
-            f"PostgreSQL at {redact(dsn)} is not reachable ({first}); start it with "
-            "`bash scripts/install-infra.sh postgres` or pass --pg-dsn"
-        ) from None
-    return str(row[0]).split()[0] if row else "unknown"
-
-
-def redact(dsn: str) -> str:
-    """``dsn`` without its password, for messages and logs."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
-
-
-def _docker_version() -> str:
-    try:
-        import docker
-
-        client = docker.from_env(timeout=5)
-        version = str(client.version().get("Version", "unknown"))
-        client.close()
-    except Exception as exc:
-        raise InfrastructureError(
-            f"no Docker engine answers ({exc}); start one with "
-            "`bash scripts/install-infra.sh docker`"
-        ) from None
-    return version
-
-
-__all__ = ["ConfigError", "RunInfra"]

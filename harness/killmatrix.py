@@ -1,4 +1,7 @@
-"""The selftest's kill matrix: which cells caught which mutant, by which invariant."""
+"""The selftest's kill matrix: which cells caught which mutant, by which invariant.
+
+Data for ``results.json``; ``harness.commands.console`` prints it.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
+from harness.contract.vocabulary import Verdict
 from scenarios.mutants import Mutant
 
 
@@ -21,15 +22,16 @@ def kill_matrix(trials: Sequence[dict[str, Any]], mutants: Mapping[str, Mutant])
     rows: dict[str, Any] = {}
     for name, m in sorted(mutants.items()):
         own = by_mutant.get(name, [])
-        killers = [t for t in own if t["verdict"] == "violated"]
+        killers = [t for t in own if t["verdict"] == Verdict.VIOLATED]
         invariants = sorted({v["invariant"] for t in killers for v in t["violations"]})
         per_scenario: dict[str, str] = {}
         for t in own:
             state = per_scenario.get(t["scenario"])
-            if t["verdict"] == "violated":
+            if t["verdict"] == Verdict.VIOLATED:
                 per_scenario[t["scenario"]] = "killed"
             elif state is None:
-                per_scenario[t["scenario"]] = "survived" if t["verdict"] == "held" else t["verdict"]
+                held = t["verdict"] == Verdict.HELD
+                per_scenario[t["scenario"]] = "survived" if held else t["verdict"]
         rows[name] = {
             "description": m.bug,
             "expected_scenario": m.exposed_by,
@@ -46,36 +48,7 @@ def kill_matrix(trials: Sequence[dict[str, Any]], mutants: Mapping[str, Mutant])
         "mutants": rows,
         "correct_worker": {
             "trials": len(correct),
-            "violations": sum(1 for t in correct if t["verdict"] == "violated"),
-            "inconclusive": sum(1 for t in correct if t["verdict"] == "inconclusive"),
+            "violations": sum(1 for t in correct if t["verdict"] == Verdict.VIOLATED),
+            "inconclusive": sum(1 for t in correct if t["verdict"] == Verdict.INCONCLUSIVE),
         },
     }
-
-
-def print_kill_matrix(doc: dict[str, Any], console: Console) -> None:
-    km = doc["kill_matrix"]
-    scenarios = sorted({t["scenario"] for t in doc["trials"]})
-    table = Table(title="kill matrix (mutant x scenario)")
-    table.add_column("mutant")
-    for s in scenarios:
-        table.add_column(_short(s), justify="center")
-    table.add_column("caught by")
-    glyph = {"killed": "[red]✗[/]", "survived": "[dim]·[/]", "inconclusive": "[yellow]?[/]"}
-    for name, row in km["mutants"].items():
-        cells = [glyph.get(row["scenarios"].get(s, ""), "") for s in scenarios]
-        verdict = ", ".join(row["invariants"]) if row["killed"] else "[bold red]SURVIVED[/]"
-        if row["killed"] and not row["caught_as_expected"]:
-            verdict += f" [yellow](expected {row['expected_invariant']})[/]"
-        table.add_row(name, *cells, verdict)
-    console.print(table)
-    console.print("columns: " + ", ".join(f"{_short(s)} = {s}" for s in scenarios))
-    c = km["correct_worker"]
-    killed = sum(1 for r in km["mutants"].values() if r["killed"])
-    console.print(
-        f"correct worker: {c['trials']} trials, {c['violations']} violated, "
-        f"{c['inconclusive']} inconclusive; mutants killed: {killed}/{len(km['mutants'])}"
-    )
-
-
-def _short(scenario: str) -> str:
-    return "".join(w[0] for w in scenario.split("_"))

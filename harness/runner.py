@@ -1,18 +1,14 @@
-"""Run a matrix of cells and turn the trials into ``results.json``.
+"""Run a matrix of cells, one trial each (``harness.results`` writes them down).
 
 Trials are independent: each has its own state directory, provider and workers, so
-``--jobs N`` runs them on a thread pool and ``--shard i/n`` takes every n-th cell.
+``--jobs N`` runs them on a thread pool (``--shard i/n`` is chosen in ``harness.plan``).
 """
 
 from __future__ import annotations
 
-import platform
-import time
-import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,9 +23,6 @@ from harness.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from harness.network.seam import NetworkSeam
-
-VERDICTS = ("held", "violated", "inconclusive", "skipped")
-SCHEMA = "crashpoint.results/1"
 
 Progress = Callable[[TrialResult], None]
 
@@ -112,74 +105,3 @@ def run_cells(spec: RunSpec, *, progress: Progress | None = None) -> list[TrialR
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return [results[c.id] for c in spec.cells]
-
-
-def replay_command(spec: RunSpec, cell: Cell) -> str:
-    parts = ["crashpoint", "run", *spec.replay_flags]
-    if cell.mutant:
-        parts += ["--mutant", cell.mutant]
-    parts += ["--scenario", cell.scenario.name, "--point", cell.point]
-    parts += ["--provider", cell.provider]
-    if cell.signal:
-        parts += ["--signal", cell.signal]
-    parts += ["--ledger", cell.ledger, "--backend", cell.backend, "--seed", str(spec.seed)]
-    return " ".join(parts)
-
-
-def summarize(trials: Sequence[dict[str, Any]]) -> dict[str, int]:
-    counts = dict.fromkeys(VERDICTS, 0)
-    for t in trials:
-        counts[t["verdict"]] += 1
-    return {"total": len(trials), **counts}
-
-
-def results_document(
-    spec: RunSpec,
-    results: Sequence[TrialResult],
-    *,
-    started: float,
-    environment: dict[str, Any],
-    run_id: str | None = None,
-) -> dict[str, Any]:
-    trials = [r.to_json(replay_command(spec, r.cell)) for r in results]
-    finished = time.time()
-    return {
-        "schema": SCHEMA,
-        "run_id": run_id or new_run_id(),
-        "command": spec.command,
-        "seed": spec.seed,
-        "started_at": _iso(started),
-        "finished_at": _iso(finished),
-        "duration_s": round(finished - started, 3),
-        "target": spec.target,
-        "environment": environment,
-        "trials": trials,
-        "summary": summarize(trials),
-    }
-
-
-def exit_code(summary: dict[str, int], *, strict: bool) -> int:
-    """0 all held; 1 a violation; 3 inconclusive (or, with --strict, skipped)."""
-    if summary["violated"]:
-        return 1
-    if summary["inconclusive"] or (strict and summary["skipped"]):
-        return 3
-    return 0
-
-
-def new_run_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:4]
-
-
-def base_environment() -> dict[str, Any]:
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "toxiproxy": None,
-        "docker": None,
-        "postgres": None,
-    }
-
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

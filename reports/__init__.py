@@ -6,7 +6,6 @@ never the harness's internals, so a report can be rebuilt from stored files alon
 
 from __future__ import annotations
 
-from reports.cli import ReportFiles, build_report, write_all
 from reports.html import write_html
 from reports.json_io import results_to_dict, write_results
 from reports.junit import write_junit
@@ -23,6 +22,7 @@ from reports.model import (
     Trial,
     Violation,
 )
+from reports.outputs import ReportFiles, build_report, write_all, write_run
 from reports.parse import load_results, results_from_dict
 
 __all__ = [
@@ -46,4 +46,5 @@ __all__ = [
     "write_html",
     "write_junit",
     "write_results",
+    "write_run",
 ]

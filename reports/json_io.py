@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from reports.model import SCHEMA, KillMatrix, Results, Trial, Violation
+from harness.contract.vocabulary import RESULTS_SCHEMA
+from reports.model import KillMatrix, Results, Trial, Violation
 
 
 def results_to_dict(results: Results) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "schema": SCHEMA,
+        "schema": RESULTS_SCHEMA,
         "run_id": results.run_id,
         "command": results.command,
         "seed": results.seed,
@@ -37,14 +39,16 @@ def results_to_dict(results: Results) -> dict[str, Any]:
 
 
 def write_results(results: Results, path: str | Path) -> Path:
-    """Write ``results.json`` atomically (a reader never sees half a file)."""
+    """Write ``results`` as ``results.json``."""
+    return write_json(results_to_dict(results), path)
+
+
+def write_json(doc: Mapping[str, Any], path: str | Path) -> Path:
+    """Write a results document atomically (a reader never sees half a file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(
-        json.dumps(results_to_dict(results), indent=2, ensure_ascii=False) + "\n",
-        encoding="utf-8",
-    )
+    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     tmp.replace(path)
     return path
 

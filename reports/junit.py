@@ -12,6 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from harness.contract.vocabulary import Verdict
 from reports.model import Results, Trial, Violation
 from reports.timeline import event_title
 
@@ -34,8 +35,8 @@ def junit_tree(results: Results) -> ET.ElementTree[ET.Element]:
     totals = {"tests": 0, "failures": 0, "errors": 0}
     total_time = 0.0
     for scenario, trials in by_scenario.items():
-        failures = sum(1 for t in trials if t.verdict == "violated")
-        errors = sum(1 for t in trials if t.verdict == "inconclusive")
+        failures = sum(1 for t in trials if t.verdict == Verdict.VIOLATED)
+        errors = sum(1 for t in trials if t.verdict == Verdict.INCONCLUSIVE)
         time_s = sum(t.duration_s for t in trials)
         suite = ET.SubElement(
             suites,
@@ -44,7 +45,7 @@ def junit_tree(results: Results) -> ET.ElementTree[ET.Element]:
             tests=str(len(trials)),
             failures=str(failures),
             errors=str(errors),
-            skipped=str(sum(1 for t in trials if t.verdict == "skipped")),
+            skipped=str(sum(1 for t in trials if t.verdict == Verdict.SKIPPED)),
             time=f"{time_s:.3f}",
         )
         stamp = _ant_timestamp(results.started_at)
@@ -100,14 +101,14 @@ def _testcase(trial: Trial) -> ET.Element:
         name=xml_text(trial.name if trial.run_id is None else f"{trial.name}@{trial.run_id}"),
         time=f"{trial.duration_s:.3f}",
     )
-    if trial.verdict == "skipped":
+    if trial.verdict == Verdict.SKIPPED:
         ET.SubElement(case, "skipped", message=xml_text(trial.reason or "skipped"))
-    elif trial.verdict == "inconclusive":
+    elif trial.verdict == Verdict.INCONCLUSIVE:
         error = ET.SubElement(
             case, "error", type="inconclusive", message=xml_text(trial.reason or "inconclusive")
         )
         error.text = xml_text(f"{trial.reason or 'inconclusive'}\nreplay: {trial.replay}")
-    if trial.verdict == "violated" and not trial.violations:
+    if trial.verdict == Verdict.VIOLATED and not trial.violations:
         # Counted as a failure in the suite totals, so it must show as one.
         failure = ET.SubElement(
             case, "failure", type="violated", message=xml_text(trial.reason or "violated")
@@ -122,7 +123,7 @@ def _testcase(trial: Trial) -> ET.Element:
         )
         failure.text = xml_text(_evidence_text(trial, violation))
     out = [f"injection: {trial.injection_point}", f"reached: {str(trial.reached).lower()}"]
-    if trial.verdict == "held" and not trial.reached:
+    if trial.verdict == Verdict.HELD and not trial.reached:
         out.append("note: held, but the injection was not reached; the cell is not covered")
     out.append(f"replay: {trial.replay}")
     ET.SubElement(case, "system-out").text = xml_text("\n".join(out))

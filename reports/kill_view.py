@@ -2,7 +2,9 @@
 
 A cell is ``killed`` when one of the mutant's killing trials belongs to that scenario,
 ``survived`` when the mutant ran there without being caught, ``None`` when it did not
-run there at all.
+run there at all. A trial's scenario is its ``scenario`` field, never read from its id
+(a mutant's trial ids start with the mutant). A killing trial these results do not hold
+is listed in its row, in no column.
 """
 
 from __future__ import annotations
@@ -53,17 +55,7 @@ def build_kill_view(results: Results, link: Callable[[Trial], str]) -> KillView 
     by_id: dict[str, Trial] = {}
     for t in results.trials:
         by_id.setdefault(t.id, t)
-    scenarios = list(dict.fromkeys(t.scenario for t in results.trials))
-
-    def scenario_of(trial_id: str) -> str:
-        # Killing trials may live in another shard's results; ids start with the scenario.
-        trial = by_id.get(trial_id)
-        return trial.scenario if trial is not None else trial_id.split(".", 1)[0]
-
-    for m in km.mutants:
-        for trial_id in m.by:
-            if scenario_of(trial_id) not in scenarios:
-                scenarios.append(scenario_of(trial_id))
+    scenarios = tuple(dict.fromkeys(t.scenario for t in results.trials))
     rows = []
     for m in km.mutants:
         links = tuple(
@@ -72,17 +64,22 @@ def build_kill_view(results: Results, link: Callable[[Trial], str]) -> KillView 
         ran = {t.scenario for t in results.trials if t.mutant == m.name}
         cells = []
         for scenario in scenarios:
-            here = tuple(lk for lk in links if scenario_of(lk.trial_id) == scenario)
+            here = tuple(lk for lk in links if _scenario(by_id, lk.trial_id) == scenario)
             status: KillStatus | None = (
                 "killed" if here else "survived" if scenario in ran else None
             )
             cells.append(KillCell(scenario, status, here))
         rows.append(KillRow(mutant=m, cells=tuple(cells), links=links))
     return KillView(
-        scenarios=tuple(scenarios),
+        scenarios=scenarios,
         rows=tuple(rows),
         killed=km.killed,
         total=len(km.mutants),
         correct_trials=km.correct_trials,
         correct_violations=km.correct_violations,
     )
+
+
+def _scenario(by_id: dict[str, Trial], trial_id: str) -> str | None:
+    trial = by_id.get(trial_id)
+    return None if trial is None else trial.scenario

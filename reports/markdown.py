@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from harness.contract.vocabulary import Verdict
 from reports.matrix import build_matrix
 from reports.model import Results, Trial
 
@@ -65,7 +66,7 @@ def markdown_summary(results: Results) -> str:
     ]
     if not s.total:
         lines += ["No trials ran: nothing was proven.", ""]
-    violated = [t for t in results.trials if t.verdict == "violated"]
+    violated = [t for t in results.trials if t.verdict == Verdict.VIOLATED]
     if violated:
         lines += [
             "### Violated cells",

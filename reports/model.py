@@ -11,10 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-SCHEMA = "crashpoint.results/1"
-
-Verdict = Literal["held", "violated", "inconclusive", "skipped"]
-VERDICTS: tuple[Verdict, ...] = ("held", "violated", "inconclusive", "skipped")
+from harness.contract.vocabulary import Verdict
 
 #: What a matrix cell shows: a verdict, or ``not_reached`` for a trial whose injection
 #: was never confirmed at its boundary (docs/results.md, ``reached``).
@@ -36,6 +33,14 @@ SEVERITY: Mapping[CellStatus, int] = {
     "not_reached": 2,
     "skipped": 1,
     "held": 0,
+}
+
+#: The status of a reached trial is its verdict.
+_STATUS_OF: Mapping[Verdict, CellStatus] = {
+    Verdict.HELD: "held",
+    Verdict.VIOLATED: "violated",
+    Verdict.INCONCLUSIVE: "inconclusive",
+    Verdict.SKIPPED: "skipped",
 }
 
 
@@ -115,17 +120,20 @@ class Trial:
         A violation is reported even when the injection was not confirmed: the oracle
         found it in provider truth, and hiding it as "not reached" would let it pass.
         """
-        if self.verdict == "held" and not self.reached:
+        if not self.reached and self.verdict in (Verdict.HELD, Verdict.INCONCLUSIVE):
             return "not_reached"
-        if self.verdict == "inconclusive" and not self.reached:
-            return "not_reached"
-        return self.verdict
+        return _STATUS_OF[self.verdict]
 
     @property
     def name(self) -> str:
-        """The id without its leading scenario (JUnit ``name`` beside ``classname``)."""
-        prefix = self.scenario + "."
-        return self.id[len(prefix) :] if self.id.startswith(prefix) else self.id
+        """The id without its scenario (JUnit ``name`` beside ``classname``).
+
+        A cell's id is ``[mutant.]scenario.point.provider.signal.ledger.backend``
+        (``harness.plan.Cell.id``): a mutant's trial keeps its mutant in front.
+        """
+        lead = f"{self.mutant}." if self.mutant else ""
+        prefix = f"{lead}{self.scenario}."
+        return lead + self.id[len(prefix) :] if self.id.startswith(prefix) else self.id
 
 
 @dataclass(frozen=True)
@@ -146,15 +154,15 @@ class Summary:
 
     @classmethod
     def of(cls, trials: tuple[Trial, ...] | list[Trial]) -> Summary:
-        counts = {v: 0 for v in VERDICTS}
+        counts = dict.fromkeys(Verdict, 0)
         for trial in trials:
             counts[trial.verdict] += 1
         return cls(
             total=len(trials),
-            held=counts["held"],
-            violated=counts["violated"],
-            inconclusive=counts["inconclusive"],
-            skipped=counts["skipped"],
+            held=counts[Verdict.HELD],
+            violated=counts[Verdict.VIOLATED],
+            inconclusive=counts[Verdict.INCONCLUSIVE],
+            skipped=counts[Verdict.SKIPPED],
             not_reached=sum(1 for t in trials if t.status == "not_reached"),
         )
 

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar, cast
 
 from harness.contract.errors import ConfigError
+from harness.contract.vocabulary import RESULTS_SCHEMA, Verdict
 from reports.model import (
-    SCHEMA,
-    VERDICTS,
     Evidence,
     KillMatrix,
     MutantResult,
@@ -26,6 +25,7 @@ from reports.model import (
 )
 
 T = TypeVar("T")
+_VERDICTS = frozenset(v.value for v in Verdict)
 
 _RESULTS_KEYS = frozenset(
     {
@@ -143,8 +143,8 @@ def results_from_dict(data: object, *, source: str = "<results>") -> Results:
     r = _Reader(source)
     top = r.obj(data, "results")
     schema = r.get(top, "schema", "", str)
-    if schema != SCHEMA:
-        r.fail("schema", f"expected {SCHEMA!r}, got {schema!r}")
+    if schema != RESULTS_SCHEMA:
+        r.fail("schema", f"expected {RESULTS_SCHEMA!r}, got {schema!r}")
     for key in ("run_id", "target", "trials"):
         if key not in top:
             r.fail(key, "required key is missing")
@@ -189,8 +189,8 @@ def results_from_dict(data: object, *, source: str = "<results>") -> Results:
 def _trial(r: _Reader, value: object, where: str) -> Trial:
     data = r.obj(value, where)
     verdict = r.get(data, "verdict", where, str)
-    if verdict not in VERDICTS:
-        r.fail(f"{where}.verdict", f"expected one of {', '.join(VERDICTS)}, got {verdict!r}")
+    if verdict not in _VERDICTS:
+        r.fail(f"{where}.verdict", f"expected one of {', '.join(Verdict)}, got {verdict!r}")
     events = tuple(
         _event(r, item, i, f"{where}.events[{i}]")
         for i, item in enumerate(r.array(data, "events", where))
@@ -209,7 +209,7 @@ def _trial(r: _Reader, value: object, where: str) -> Trial:
         backend=r.get(data, "backend", where, str),
         ledger=r.get(data, "ledger", where, str),
         mutant=r.opt(data, "mutant", where, str),
-        verdict=verdict,
+        verdict=Verdict(verdict),
         reached=r.get(data, "reached", where, bool),
         duration_s=r.get(data, "duration_s", where, float),
         replay=r.get(data, "replay", where, str),

@@ -11,15 +11,11 @@ from scenarios.ledger import ClaimRow, JobRow, ReconcileRow, ResultWriteRow
 from scenarios.mutants import MUTANTS, Mutant
 from scenarios.reference import LedgerView, ReferenceTarget, Snapshot
 
-#: The name the oracle and report use for a job row.
-JobView = JobRow
-
 __all__ = [
     "INVARIANTS",
     "MUTANTS",
     "ClaimRow",
     "JobRow",
-    "JobView",
     "LedgerView",
     "Mutant",
     "ReconcileRow",

@@ -30,11 +30,9 @@ class Scenario:
     #: Leaves an unknown write that an unqueryable provider cannot reconcile: the only
     #: safe end there is needs_review (see DESIGN "Fairness").
     unknown_write: bool = False
-
-    @property
-    def network(self) -> bool:
-        """Some point of this scenario needs Toxiproxy."""
-        return any(p in NETWORK_POINTS for p in self.points)
+    #: Acts on the target's ledger itself (restores it, or faults its link), so only a
+    #: target whose ledger the harness can snapshot and fault (the reference) can run it.
+    needs_ledger: bool = False
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -89,6 +87,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         points=("restore_after_effect",),
         signals=("SIGKILL",),
         unknown_write=True,
+        needs_ledger=True,
     ),
     Scenario(
         "provider_error_before_commit",
@@ -136,6 +135,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "no effect is repeated",
         points=("ledger_latency", "ledger_reset"),
         ledgers=("postgres",),
+        needs_ledger=True,
     ),
     Scenario(
         "slow_lease_renewal",
@@ -144,6 +144,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "stop before calling out",
         points=("ledger_latency_past_lease",),
         ledgers=("postgres",),
+        needs_ledger=True,
     ),
 )
 

@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
+from harness.probes import ProbeFailed, postgres_dsn, postgres_version
 from harness.pytest_plugin import missing
-
-DEFAULT_PG_DSN = "postgresql://crashpoint:crashpoint@127.0.0.1:5432/crashpoint"
 
 
 @pytest.fixture(scope="session")
 def pg_dsn(pytestconfig: pytest.Config) -> str:
     """A DSN for a running PostgreSQL (``CRASHPOINT_PG_DSN``, else the install script's)."""
-    dsn = os.environ.get("CRASHPOINT_PG_DSN", DEFAULT_PG_DSN)
+    dsn = postgres_dsn()
     try:
-        import psycopg
-
-        with psycopg.connect(dsn, connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
-    except Exception as exc:
-        missing(pytestconfig, f"PostgreSQL at {dsn} ({exc}); run scripts/install-infra.sh postgres")
+        postgres_version(dsn)
+    except ProbeFailed as exc:
+        missing(pytestconfig, str(exc))
     return dsn
 
 

@@ -29,7 +29,7 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-XSS_PAGE = "trials/reset_after_commit.idempotent.net.sqlite.process.html"
+XSS_PAGE = "trials/reset_after_commit.toxic_reset_peer.idempotent.none.sqlite.process.html"
 
 
 @dataclass

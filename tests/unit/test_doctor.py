@@ -6,7 +6,8 @@ import io
 
 from rich.console import Console
 
-from harness.doctor import Check, _redact, check_python, run_doctor
+from harness.commands.doctor import run_doctor
+from harness.doctor import Check, check_python
 
 
 def _run(*checks: Check) -> tuple[int, str]:
@@ -54,8 +55,3 @@ def test_this_python_is_enough() -> None:
     check = check_python()
     assert check.ok
     assert check.required
-
-
-def test_dsn_password_is_hidden() -> None:
-    assert _redact("postgresql://u:secret@h:5432/d") == "postgresql://u:***@h:5432/d"
-    assert _redact("postgresql://h/d") == "postgresql://h/d"

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from harness.commands import select_cells
 from harness.contract.errors import ConfigError
+from harness.contract.vocabulary import ExitCode
 from harness.killmatrix import kill_matrix
-from harness.plan import Cell, cells
-from harness.runner import exit_code, summarize
+from harness.plan import Cell, cells, select_cells, shard_of, take_shard
+from harness.results import exit_code, summarize
 from scenarios.mutants import MUTANTS
-from scenarios.table import BY_NAME, NETWORK_POINTS, SCENARIOS
+from scenarios.table import BY_NAME, NETWORK_POINTS, SCENARIOS, Scenario
 
 
 def test_every_row_of_the_table_is_a_scenario() -> None:
@@ -53,6 +53,20 @@ def test_shards_partition_the_cells() -> None:
     assert sorted(c.id for s in shards for c in s) == sorted(c.id for c in every)
 
 
+@pytest.mark.parametrize("count", [2, 3, 4, 7])
+def test_adding_a_scenario_moves_no_cell_to_another_shard(count: int) -> None:
+    new = Scenario("new_row", "a fault", "state", "recovery", points=("p1",), providers=("plain",))
+    # In the middle of the table, where a positional split would shift every later cell.
+    before = cells(SCENARIOS)
+    after = cells((*SCENARIOS[:4], new, *SCENARIOS[4:]))
+    assert len(after) > len(before)
+    for index in range(1, count + 1):
+        old = {c.id for c in take_shard(before, index, count)}
+        now = {c.id for c in take_shard(after, index, count) if c.scenario is not new}
+        assert now == old, f"shard {index}/{count} changed"
+    assert {shard_of(c, count) for c in before} == set(range(1, count + 1))
+
+
 @pytest.mark.parametrize(
     ("kw", "words"),
     [
@@ -60,6 +74,7 @@ def test_shards_partition_the_cells() -> None:
         ({"scenarios": ["duplicate_delivery"], "points": ["x"]}, "--point 'x'"),
         ({"shard": "3/2"}, "--shard '3/2'"),
         ({"shard": "a/b"}, "must look like i/n"),
+        ({"scenarios": ["reset_after_commit"], "shard": "9/9"}, "none of the 3 cells"),
         ({"scenarios": ["duplicate_delivery"], "providers": ["plain"]}, "leave no cell"),
     ],
 )
@@ -71,6 +86,7 @@ def test_bad_selection_is_one_clear_config_error(kw: dict[str, Any], words: str)
 @pytest.mark.parametrize(
     ("verdicts", "strict", "code"),
     [
+        # The documented, stable numbers: written out, not read back from the enum.
         (["held", "held"], False, 0),
         (["held", "violated", "inconclusive"], False, 1),
         (["held", "inconclusive"], False, 3),
@@ -81,6 +97,7 @@ def test_bad_selection_is_one_clear_config_error(kw: dict[str, Any], words: str)
 def test_exit_codes(verdicts: list[str], strict: bool, code: int) -> None:
     summary = summarize([{"verdict": v} for v in verdicts])
     assert exit_code(summary, strict=strict) == code
+    assert isinstance(exit_code(summary, strict=strict), ExitCode)
 
 
 def _trial(mutant: str | None, scenario: str, verdict: str, *invariants: str) -> dict[str, Any]:
@@ -113,3 +130,18 @@ def test_kill_matrix_records_killers_and_the_expected_invariant() -> None:
     assert not ack["caught_as_expected"]
     assert not km["mutants"]["fresh_key_per_attempt"]["killed"]
     assert km["correct_worker"] == {"trials": 1, "violations": 0, "inconclusive": 0}
+
+
+def test_a_command_target_skips_the_scenarios_that_need_the_reference_ledger() -> None:
+    from harness.infra import RunInfra
+
+    every = cells(ledger="postgres")
+    infra = RunInfra(ledger="postgres", backend="process", pg_dsn=None, command=object())
+    infra.toxiproxy = object()  # a server is there: only the ledger can be the reason
+    skipped = infra.skipped(every)
+    assert {c.scenario.name for c in every if c.id in skipped} == {
+        "state_store_restore",
+        "ledger_link_faults",
+        "slow_lease_renewal",
+    }
+    assert all("only the reference target" in reason for reason in skipped.values())

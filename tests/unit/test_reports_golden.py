@@ -24,12 +24,12 @@ WHEN = dt.datetime(2026, 11, 30, 4, 0, 0, tzinfo=dt.UTC)
 #: (whose names are compared too, so a changed asset hash shows as a golden difference).
 GOLDEN_PAGES = {
     "run_small": [
-        "trials/crash_after_external_success.plain.SIGKILL.sqlite.process.s2.html",
-        "trials/reset_after_commit.idempotent.net.sqlite.process.html",
-        "trials/ambiguous_timeout.plain.net.sqlite.process.html",
+        "trials/crash_after_external_success.after_external_call.plain.SIGKILL.sqlite.process_20261130T032000-8b1d-80b6cd0a.html",
+        "trials/reset_after_commit.toxic_reset_peer.idempotent.none.sqlite.process.html",
+        "trials/ambiguous_timeout.toxic_timeout.plain.none.sqlite.process.html",
     ],
     "selftest": [
-        "trials/crash_after_external_success.idempotent.SIGKILL.sqlite.process.fresh_key_per_attempt.html",
+        "trials/fresh_key_per_attempt.crash_after_external_success.after_external_call.idempotent.SIGKILL.sqlite.process.html",
     ],
 }
 _VOLATILE = [

@@ -22,6 +22,12 @@ from reports.timeline import lane_order, layout
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
 PAYLOAD_MARKERS = ("<script>window.__xss", "<img src=x", "</script><script>")
+XSS_PAGE = "reset_after_commit.toxic_reset_peer.idempotent.none.sqlite.process.html"
+#: The rerun's trial of the one cell run_small holds twice (key: ``<id>@<run_id>``).
+VIOLATED = (
+    "crash_after_external_success.after_external_call.plain.SIGKILL.sqlite.process"
+    "@20261130T032000-8b1d"
+)
 
 
 class Collector(HTMLParser):
@@ -106,14 +112,14 @@ def test_no_worker_text_becomes_markup(report: Path) -> None:
         )
         for body in parsed.inline_scripts:
             json.loads(body)
-    xss_page = report / "trials" / "reset_after_commit.idempotent.net.sqlite.process.html"
+    xss_page = report / "trials" / XSS_PAGE
     text = xss_page.read_text(encoding="utf-8")
     assert "&lt;script&gt;window.__xss = 1; alert(1)&lt;/script&gt;" in text
     assert "&#34;&gt;&lt;img src=x onerror=" in text
 
 
 def test_embedded_json_survives_a_closing_script_tag(report: Path) -> None:
-    page = report / "trials" / "reset_after_commit.idempotent.net.sqlite.process.html"
+    page = report / "trials" / XSS_PAGE
     (data,) = parse(page).inline_scripts
     assert "</script>" in json.loads(data)["reason"]
     assert "<" not in data
@@ -150,7 +156,7 @@ def test_worst_verdict_and_count_in_a_shared_cell(run_small: Results) -> None:
     assert len(cell.trials) == 2
     assert cell.status == "violated"
     assert cell.worst is not None
-    assert cell.worst.id.endswith(".s2")
+    assert cell.worst.run_id == "20261130T032000-8b1d"  # the rerun, violated
     assert dict(cell.counts)["held"] == 1
     assert matrix.n_cells == 17
     assert matrix.cell_counts["held"] == 10
@@ -177,7 +183,7 @@ def test_kill_matrix_page_only_for_selftest(tmp_path: Path, run_small: Results) 
     write_html(selftest, tmp_path)
     kill = (tmp_path / "kill-matrix.html").read_text(encoding="utf-8")
     assert 'data-kill="killed">2<' in kill
-    assert "unexpected invariant" in kill  # timeout_as_failure caught by another invariant
+    assert "unexpected invariant" in kill  # key_persisted_after_call: another invariant
     assert 'href="kill-matrix.html"' in (tmp_path / "index.html").read_text(encoding="utf-8")
     write_html(run_small, tmp_path)
     assert not (tmp_path / "kill-matrix.html").exists()
@@ -219,7 +225,7 @@ def test_self_contained_is_one_file_with_sections(tmp_path: Path, run_small: Res
 
 
 def test_timeline_lanes_ticks_and_highlights(run_small: Results) -> None:
-    trial = run_small.trial("crash_after_external_success.plain.SIGKILL.sqlite.process.s2")
+    trial = run_small.trial(VIOLATED)
     cited = frozenset(trial.violations[0].evidence.events)
     tl = layout(trial, cited)
     assert tl is not None
@@ -238,7 +244,7 @@ def test_timeline_lanes_ticks_and_highlights(run_small: Results) -> None:
     assert xs[-1] < tl.width
     assert tl.ticks[0].label == "0 ms"
     assert tl.ticks[-1].x <= tl.width
-    skipped = run_small.trial("ambiguous_timeout.plain.net.sqlite.process")
+    skipped = run_small.trial("ambiguous_timeout.toxic_timeout.plain.none.sqlite.process")
     assert layout(skipped) is None
 
 
@@ -303,12 +309,45 @@ def test_kill_view_cells_per_scenario() -> None:
     fresh = [c.status for c in rows["fresh_key_per_attempt"].cells]
     assert fresh == ["killed", "survived", "killed"]
     assert [c.status for c in rows["ack_before_effect"].cells] == ["survived", "survived", None]
-    assert rows["timeout_as_failure"].mutant.caught_as_expected is False
+    assert rows["key_persisted_after_call"].mutant.caught_as_expected is False
     assert rows["fresh_key_per_attempt"].links[0].href == (
-        "trials/crash_after_external_success.idempotent.SIGKILL.sqlite.process"
-        ".fresh_key_per_attempt.html"
+        "trials/fresh_key_per_attempt.crash_after_external_success.after_external_call"
+        ".idempotent.SIGKILL.sqlite.process.html"
     )
     assert build_kill_view(load_results(FIXTURES / "run_small.json"), str) is None
+
+
+def test_a_mutants_trials_land_in_their_scenarios_columns() -> None:
+    # A mutant's trial id starts with the mutant (harness.plan.Cell.id), not the scenario.
+    selftest = load_results(FIXTURES / "selftest.json")
+    view = build_kill_view(selftest, lambda t: t.key)
+    assert view is not None
+    by_id = {t.id: t for t in selftest.trials}
+    for row in view.rows:
+        for cell in row.cells:
+            assert all(by_id[lk.trial_id].scenario == cell.scenario for lk in cell.links)
+        placed = [lk for c in row.cells for lk in c.links]
+        assert sorted(lk.trial_id for lk in placed) == sorted(row.mutant.by)
+    assert not set(view.scenarios) & {m.name for m in (selftest.kill_matrix or ()).mutants}
+
+
+def test_a_killing_trial_not_in_the_results_is_listed_but_in_no_column() -> None:
+    selftest = load_results(FIXTURES / "selftest.json")
+    assert selftest.kill_matrix is not None
+    fresh = next(m for m in selftest.kill_matrix.mutants if m.name == "fresh_key_per_attempt")
+    elsewhere = fresh.by[-1]  # say, a trial of another shard's results
+    assert elsewhere.startswith("fresh_key_per_attempt.lease_expiry_slow_worker.")
+    partial = dataclasses.replace(
+        selftest, trials=tuple(t for t in selftest.trials if t.id != elsewhere)
+    )
+    view = build_kill_view(partial, lambda t: t.key)
+    assert view is not None
+    assert "fresh_key_per_attempt" not in view.scenarios
+    row = next(r for r in view.rows if r.mutant.name == "fresh_key_per_attempt")
+    assert [lk.href for lk in row.links if lk.trial_id == elsewhere] == [None]
+    assert all(lk.trial_id != elsewhere for c in row.cells for lk in c.links)
+    lease = next(c for c in row.cells if c.scenario == "lease_expiry_slow_worker")
+    assert lease.status is None  # its own trial there is not in these results either
 
 
 def test_axis_without_gaps_is_linear_from_zero() -> None:
@@ -340,7 +379,7 @@ def test_axis_cuts_long_idle_gaps_and_stays_monotonic() -> None:
 
 
 def test_timeline_of_violated_trial_has_a_break(run_small: Results) -> None:
-    trial = run_small.trial("crash_after_external_success.plain.SIGKILL.sqlite.process.s2")
+    trial = run_small.trial(VIOLATED)
     tl = layout(trial)
     assert tl is not None
     assert len(tl.breaks) == 1

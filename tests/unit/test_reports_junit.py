@@ -49,7 +49,12 @@ def test_one_testcase_per_trial_with_verdict_elements(tmp_path: Path) -> None:
     assert root.get("failures") == str(results.summary.violated)
     assert root.get("errors") == str(results.summary.inconclusive)
     by_name = {(c.get("classname"), c.get("name")): c for c in cases}
-    violated = by_name[("crash_after_external_success", "plain.SIGKILL.sqlite.process.s2")]
+    violated = by_name[
+        (
+            "crash_after_external_success",
+            "after_external_call.plain.SIGKILL.sqlite.process@20261130T032000-8b1d",
+        )
+    ]
     failures = violated.findall("failure")
     assert [f.get("type") for f in failures] == ["no_duplicate_effect", "no_retry_while_unknown"]
     assert "2 committed effects for j-0001 at plain" in (failures[0].get("message") or "")
@@ -59,12 +64,19 @@ def test_one_testcase_per_trial_with_verdict_elements(tmp_path: Path) -> None:
     assert "ledger:" in body
     assert "#11 arrival at 1052.0 ms on provider:plain" in body
     assert "replay: crashpoint run" in body
-    inconclusive = by_name[("crash_during_external_call", "unqueryable.SIGKILL.sqlite.process")]
+    inconclusive = by_name[
+        (
+            "crash_during_external_call",
+            "provider_hold_after_commit.unqueryable.SIGKILL.sqlite.process",
+        )
+    ]
     error = inconclusive.find("error")
     assert error is not None
     assert error.get("type") == "inconclusive"
     assert "no quiescence" in (error.get("message") or "")
-    skipped = by_name[("ambiguous_timeout", "plain.net.sqlite.process")].find("skipped")
+    skipped = by_name[("ambiguous_timeout", "toxic_timeout.plain.none.sqlite.process")].find(
+        "skipped"
+    )
     assert skipped is not None
     assert "Toxiproxy unavailable" in (skipped.get("message") or "")
     suites = {s.get("name"): s for s in root.findall("testsuite")}

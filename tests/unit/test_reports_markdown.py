@@ -16,10 +16,12 @@ def test_summary_of_a_run_with_violations() -> None:
     assert text.startswith("## ❌ crashpoint: billing\\-agent")
     assert "| 18 | 12 | 3 | 1 | 2 | 1 | 10/17 cells held (59%) |" in text
     assert (
-        "| `crash_after_external_success.plain.SIGKILL.sqlite.process.s2` "
+        "| `crash_after_external_success.after_external_call.plain.SIGKILL.sqlite.process"
+        "@20261130T032000-8b1d` "
         "| `no_duplicate_effect`, `no_retry_while_unknown` | `j-0001` "
-        "| `crashpoint run --target reference --scenario crash_after_external_success "
-        "--provider plain --signal SIGKILL --seed 7002` |"
+        "| `crashpoint run -c crashpoint.toml --scenario crash_after_external_success "
+        "--point after_external_call --provider plain --signal SIGKILL --ledger sqlite "
+        "--backend process --seed 1235` |"
     ) in text
     assert "### Not proven" in text
     assert "Kill matrix" not in text

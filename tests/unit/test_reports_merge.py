@@ -1,14 +1,16 @@
-"""Merging shards: unique ids, clashes kept apart by run id, summary recomputed."""
+"""Merging shards: unique ids, clashes kept apart by run id, summary recomputed; writing."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 from harness.contract.errors import ConfigError
-from reports import build_report, load_results, merge, write_results
+from reports import build_report, load_results, merge, write_results, write_run
 from reports.model import Results
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
@@ -31,7 +33,8 @@ def test_merging_shards_gives_back_every_trial(run_small: Results) -> None:
     assert merged.summary == run_small.summary
     assert merged.run_id == run_small.run_id
     assert merged.duration_s == 3.0
-    assert all(t.run_id is None for t in merged.trials)
+    # No tag added: only the fixture's own clash (a run and its rerun) stays tagged.
+    assert {t.key: t.run_id for t in merged.trials} == {t.key: t.run_id for t in run_small.trials}
 
 
 def test_summary_is_recomputed_after_merge(run_small: Results) -> None:
@@ -70,14 +73,16 @@ def test_same_run_different_trial_under_one_id_is_an_error(run_small: Results) -
         run_small,
         trials=(dataclasses.replace(run_small.trials[0], verdict="violated"),),
     )
-    with pytest.raises(ConfigError, match=r"run '20261130T031500-5f2c' holds two different"):
+    with pytest.raises(
+        ConfigError, match=rf"run '{re.escape(run_small.run_id)}' holds two different"
+    ):
         merge([run_small, edited])
 
 
 def test_kill_matrices_merge_by_mutant() -> None:
     selftest = load_results(FIXTURES / "selftest.json")
     assert selftest.kill_matrix is not None
-    survivor = selftest.kill_matrix.mutants[2]
+    (survivor,) = (m for m in selftest.kill_matrix.mutants if not m.killed)
     killed_later = dataclasses.replace(
         survivor, killed=True, by=("x.idempotent.SIGKILL",), invariants=("nothing_lost",)
     )
@@ -114,3 +119,18 @@ def test_build_report_merges_files_and_writes_everything(tmp_path: Path) -> None
         assert (out / name).is_file(), name
     assert load_results(out / "results.json").summary == run_small.summary
     assert len(list((out / "trials").glob("*.html"))) == run_small.summary.total
+
+
+def test_write_run_stores_the_engines_document_as_is_and_draws_the_reports(
+    tmp_path: Path,
+) -> None:
+    doc = json.loads((FIXTURES / "selftest.json").read_text(encoding="utf-8"))
+    # Keys the engine writes that the report model does not read must survive.
+    doc["kill_matrix"]["correct_worker"]["inconclusive"] = 0
+    doc["engine_note"] = {"kept": True}
+    files = write_run(doc, tmp_path / "out")
+    assert json.loads(files.results_json.read_text(encoding="utf-8")) == doc
+    for path in (files.index_html, files.junit_xml, files.summary_md):
+        assert path.is_file(), path
+    pages = list((tmp_path / "out" / "trials").glob("*.html"))
+    assert len(pages) == len(doc["trials"])

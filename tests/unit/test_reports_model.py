@@ -22,11 +22,16 @@ def raw(name: str = "run_small.json") -> dict[str, Any]:
 
 def test_fixture_loads_with_every_documented_field() -> None:
     results = load_results(FIXTURES / "run_small.json")
-    assert results.run_id == "20261130T031500-5f2c"
-    assert results.seed == 1234
+    # A run merged with a rerun of one cell: two run ids, two seeds.
+    assert results.run_id == "merged-20261130T031500-5f2c+20261130T032000-8b1d"
+    assert results.merged_from == ("20261130T031500-5f2c", "20261130T032000-8b1d")
+    assert results.seed is None
     assert results.target.name == "billing-agent"
     assert results.environment["toxiproxy"] is None
-    violated = results.trial("crash_after_external_success.plain.SIGKILL.sqlite.process.s2")
+    violated = results.trial(
+        "crash_after_external_success.after_external_call.plain.SIGKILL.sqlite.process"
+        "@20261130T032000-8b1d"
+    )
     assert violated.verdict == "violated"
     assert [v.invariant for v in violated.violations] == [
         "no_duplicate_effect",
@@ -142,7 +147,7 @@ _DELETE = object()
         (["kill_matrix"], {"mutants": {"m": {"by": []}}}, "kill_matrix.mutants.m.killed"),
         (
             ["trials", 1, "id"],
-            "crash_before_external_call.idempotent.SIGKILL.sqlite.process",
+            "crash_before_external_call.before_external_call.idempotent.SIGKILL.sqlite.process",
             "trials[1].id: duplicate trial id",
         ),
     ],
@@ -178,3 +183,13 @@ def test_lenient_where_the_data_is_still_meaningful() -> None:
     results = results_from_dict(data)
     assert results.environment["postgres"] == "15"
     assert results.trials[0].events[0].t == -0.002
+
+
+def test_a_trial_name_drops_the_scenario_and_keeps_the_mutant() -> None:
+    selftest = load_results(FIXTURES / "selftest.json")
+    names = {t.id: t.name for t in selftest.trials}
+    correct = "crash_after_external_success.after_external_call.idempotent.SIGKILL.sqlite.process"
+    assert names[correct] == "after_external_call.idempotent.SIGKILL.sqlite.process"
+    assert names[f"fresh_key_per_attempt.{correct}"] == (
+        "fresh_key_per_attempt.after_external_call.idempotent.SIGKILL.sqlite.process"
+    )

@@ -1,0 +1,36 @@
+"""``crashpoint demo``: the full matrix on the embedded default (reference worker,
+SQLite, processes), nothing to install."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from harness.commands.console import console, print_summary
+from harness.commands.matrix import MatrixOptions, run_matrix, trial_config
+from harness.infra import RunInfra
+from harness.results import exit_code
+from reports import write_run
+
+
+def demo_command(*, out: Path, seed: int | None, jobs: int) -> int:
+    seed = seed if seed is not None else random.randrange(2**31)
+    opts = MatrixOptions(out=out, seed=seed, jobs=jobs)
+    chosen = opts.cells()
+    console.print(
+        f"crashpoint demo: {len(chosen)} trials of the reference worker on SQLite "
+        f"(seed {seed}, {jobs} at a time)"
+    )
+    with RunInfra.open(chosen, ledger="sqlite", backend="process", pg_dsn=None) as infra:
+        doc = run_matrix(
+            infra,
+            chosen,
+            seed=seed,
+            config=trial_config(None, None),
+            command="demo",
+            jobs=jobs,
+            target={"name": "reference", "kind": "reference", "mutant": None},
+        )
+    write_run(doc, out)
+    print_summary(doc, out)
+    return exit_code(doc["summary"], strict=False)

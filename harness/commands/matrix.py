@@ -1,0 +1,93 @@
+"""What every matrix command shares: its options, the trial settings, one pass over the
+cells with progress, and how the exit codes of several passes combine."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.commands.console import progress_printer
+from harness.contract.vocabulary import ExitCode
+from harness.infra import RunInfra
+from harness.plan import Cell, select_cells
+from harness.results import results_document
+from harness.runner import RunSpec, run_cells
+from harness.trial import TrialConfig
+from harness.verdict import TrialResult
+
+#: When a command runs several times, a violation outweighs an inconclusive run, which
+#: outweighs all held; any other code (a usage error, an interrupt) outweighs them all.
+_SEVERITY: dict[int, int] = {ExitCode.HELD: 0, ExitCode.INCONCLUSIVE: 1, ExitCode.VIOLATED: 2}
+
+
+@dataclass(frozen=True)
+class MatrixOptions:
+    """The options every matrix command shares (see ``harness.cli``)."""
+
+    scenarios: Sequence[str] = ()
+    points: Sequence[str] = ()
+    providers: Sequence[str] = ()
+    signals: Sequence[str] = ()
+    ledger: str = "sqlite"
+    backend: str = "process"
+    seed: int | None = None
+    out: Path = Path("crashpoint-out")
+    strict: bool = False
+    jobs: int = 1
+    shard: str | None = None
+    lease_ttl_s: float | None = None
+    pg_dsn: str | None = None
+
+    def cells(self, *, mutant: str | None = None) -> list[Cell]:
+        return select_cells(
+            scenarios=self.scenarios,
+            points=self.points,
+            providers=self.providers,
+            signals=self.signals,
+            ledger=self.ledger,
+            backend=self.backend,
+            mutant=mutant,
+            shard=self.shard,
+        )
+
+
+def trial_config(lease_ttl_s: float | None, pg_dsn: str | None) -> TrialConfig:
+    lease = lease_ttl_s or 0.6
+    return TrialConfig(lease_ttl_s=lease, http_timeout_s=max(0.3, lease), pg_dsn=pg_dsn)
+
+
+def execute(spec: RunSpec, *, label: str) -> list[TrialResult]:
+    """Run the spec's cells, showing progress."""
+    bar, advance = progress_printer(len(spec.cells), label)
+    if bar is None:
+        return run_cells(spec, progress=advance)
+    with bar:
+        return run_cells(spec, progress=advance)
+
+
+def run_matrix(
+    infra: RunInfra,
+    cells: Sequence[Cell],
+    *,
+    seed: int,
+    config: TrialConfig,
+    command: str,
+    jobs: int,
+    target: dict[str, Any],
+    replay_prefix: Sequence[str] = (),
+    label: str | None = None,
+) -> dict[str, Any]:
+    """Run ``cells`` once and return the results document."""
+    spec = infra.spec(cells, seed=seed, config=config, command=command, jobs=jobs, target=target)
+    spec.replay_flags = [*replay_prefix, *spec.replay_flags]
+    started = time.time()
+    results = execute(spec, label=label or command)
+    return results_document(spec, results, started=started, environment=infra.environment())
+
+
+def worst(*codes: int) -> int:
+    """The exit code that speaks for several passes of a command."""
+    return max(codes, key=lambda code: _SEVERITY.get(code, len(_SEVERITY)))

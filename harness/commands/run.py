@@ -1,0 +1,78 @@
+"""``crashpoint run``: the matrix against the reference worker (or a mutant of it), or
+against a command target described by ``crashpoint.toml``."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness.commands.console import print_summary
+from harness.commands.matrix import MatrixOptions, run_matrix, trial_config, worst
+from harness.contract.errors import ConfigError
+from harness.contract.vocabulary import ExitCode
+from harness.infra import RunInfra
+from harness.results import exit_code
+from reports import write_run
+
+
+def run_command(
+    opts: MatrixOptions,
+    *,
+    config_path: Path | None,
+    target: str,
+    mutant: str | None,
+    repeat: int = 1,
+) -> int:
+    command = None
+    target_doc: dict[str, Any] = {"name": "reference", "kind": "reference", "mutant": mutant}
+    replay: list[str] = []
+    if config_path is not None:
+        from harness.targets.command import load_config
+
+        command = load_config(config_path)
+        if mutant is not None:
+            raise ConfigError("--mutant applies to the reference target only, not to -c")
+        kind = command.providers[0].kind
+        if opts.providers and kind not in opts.providers:
+            raise ConfigError(
+                f"{config_path}: the provider is {kind}, but --provider asks for "
+                f"{', '.join(opts.providers)}"
+            )
+        opts = replace(opts, providers=(kind,), lease_ttl_s=opts.lease_ttl_s or command.lease_ttl_s)
+        target_doc = {"name": command.name, "kind": "command", "mutant": None}
+        replay = ["-c", str(config_path)]
+    elif target != "reference":
+        raise ConfigError(f"--target {target!r} is unknown; use reference or -c crashpoint.toml")
+    if mutant is not None:
+        from scenarios.mutants import MUTANTS
+
+        if mutant not in MUTANTS:
+            raise ConfigError(
+                f"--mutant {mutant!r} is unknown; choose from {', '.join(sorted(MUTANTS))}"
+            )
+    seed = opts.seed if opts.seed is not None else random.randrange(2**31)
+    chosen = opts.cells(mutant=mutant)
+    config = trial_config(opts.lease_ttl_s, opts.pg_dsn)
+    code: int = ExitCode.HELD
+    with RunInfra.open(
+        chosen, ledger=opts.ledger, backend=opts.backend, pg_dsn=opts.pg_dsn, command=command
+    ) as infra:
+        for i in range(repeat):
+            doc = run_matrix(
+                infra,
+                chosen,
+                seed=seed + i,
+                config=config,
+                command="run",
+                jobs=opts.jobs,
+                target=target_doc,
+                replay_prefix=replay,
+                label=f"run {i + 1}/{repeat}" if repeat > 1 else "run",
+            )
+            run_out = opts.out if repeat == 1 else opts.out / f"run-{i + 1:03d}"
+            write_run(doc, run_out)
+            print_summary(doc, run_out)
+            code = worst(code, exit_code(doc["summary"], strict=opts.strict))
+    return code

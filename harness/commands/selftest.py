@@ -1,0 +1,48 @@
+"""``crashpoint selftest``: the correct worker must hold every cell, and every mutant must
+be killed by some cell."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from harness.commands.console import console, print_kill_matrix
+from harness.commands.matrix import MatrixOptions, run_matrix, trial_config
+from harness.contract.vocabulary import ExitCode, Verdict
+from harness.infra import RunInfra
+from harness.killmatrix import kill_matrix
+from harness.results import exit_code, summarize
+from reports import write_run
+from scenarios.mutants import MUTANTS
+
+
+def selftest_command(opts: MatrixOptions) -> int:
+    seed = opts.seed if opts.seed is not None else random.randrange(2**31)
+    # One crash signal is enough to tell mutants apart; the full run covers SIGTERM.
+    opts = replace(opts, signals=opts.signals or ("SIGKILL", "SIGSTOP"))
+    all_cells = opts.cells()
+    for name in sorted(MUTANTS):
+        all_cells += opts.cells(mutant=name)
+    config = trial_config(opts.lease_ttl_s, opts.pg_dsn)
+    with RunInfra.open(
+        all_cells, ledger=opts.ledger, backend=opts.backend, pg_dsn=opts.pg_dsn
+    ) as infra:
+        doc = run_matrix(
+            infra,
+            all_cells,
+            seed=seed,
+            config=config,
+            command="selftest",
+            jobs=opts.jobs,
+            target={"name": "reference", "kind": "reference", "mutant": None},
+        )
+    doc["kill_matrix"] = kill_matrix(doc["trials"], MUTANTS)
+    write_run(doc, opts.out)
+    print_kill_matrix(doc)
+    correct = [t for t in doc["trials"] if t["mutant"] is None]
+    survivors = [m for m, row in doc["kill_matrix"]["mutants"].items() if not row["killed"]]
+    summary = summarize(correct)
+    console.print(f"report: {opts.out / 'index.html'}")
+    if summary[Verdict.VIOLATED] or survivors:
+        return ExitCode.VIOLATED
+    return exit_code(summary, strict=opts.strict)

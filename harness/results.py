@@ -1,0 +1,92 @@
+"""The results document: what a run writes to ``results.json`` (docs/results.md).
+
+The runner turns cells into trial results; this module turns those into the record,
+counts its verdicts and says which exit code the record calls for.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from harness.contract.vocabulary import RESULTS_SCHEMA, ExitCode, Verdict
+from harness.plan import Cell
+from harness.runner import RunSpec
+from harness.verdict import TrialResult
+
+
+def replay_command(spec: RunSpec, cell: Cell) -> str:
+    """The ``crashpoint run`` line that runs ``cell`` again with the run's seed."""
+    parts = ["crashpoint", "run", *spec.replay_flags]
+    if cell.mutant:
+        parts += ["--mutant", cell.mutant]
+    parts += ["--scenario", cell.scenario.name, "--point", cell.point]
+    parts += ["--provider", cell.provider]
+    if cell.signal:
+        parts += ["--signal", cell.signal]
+    parts += ["--ledger", cell.ledger, "--backend", cell.backend, "--seed", str(spec.seed)]
+    return " ".join(parts)
+
+
+def summarize(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """``total`` and one count per verdict, every verdict present."""
+    counts = {v.value: 0 for v in Verdict}
+    for t in trials:
+        counts[Verdict(t["verdict"]).value] += 1
+    return {"total": len(trials), **counts}
+
+
+def results_document(
+    spec: RunSpec,
+    results: Sequence[TrialResult],
+    *,
+    started: float,
+    environment: dict[str, Any],
+) -> dict[str, Any]:
+    trials = [r.to_json(replay_command(spec, r.cell)) for r in results]
+    finished = time.time()
+    return {
+        "schema": RESULTS_SCHEMA,
+        "run_id": new_run_id(),
+        "command": spec.command,
+        "seed": spec.seed,
+        "started_at": _iso(started),
+        "finished_at": _iso(finished),
+        "duration_s": round(finished - started, 3),
+        "target": spec.target,
+        "environment": environment,
+        "trials": trials,
+        "summary": summarize(trials),
+    }
+
+
+def exit_code(summary: Mapping[str, int], *, strict: bool) -> ExitCode:
+    """0 all held; 1 a violation; 3 inconclusive (or, with --strict, skipped)."""
+    if summary[Verdict.VIOLATED]:
+        return ExitCode.VIOLATED
+    if summary[Verdict.INCONCLUSIVE] or (strict and summary[Verdict.SKIPPED]):
+        return ExitCode.INCONCLUSIVE
+    return ExitCode.HELD
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:4]
+
+
+def base_environment() -> dict[str, Any]:
+    """The versions every run records; the run's infrastructure fills in its servers."""
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "toxiproxy": None,
+        "docker": None,
+        "postgres": None,
+    }
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
