@@ -46,13 +46,17 @@ class _Conn:
 
     def reply(self, line: bytes) -> bool:
         with self.lock:
-            if self.closed.is_set():
-                return False
-            try:
-                self.sock.sendall(line)
-            except OSError:
-                return False
-            return True
+            return self.send_locked(line)
+
+    def send_locked(self, line: bytes) -> bool:
+        """Send ``line`` unless closed; the caller holds :attr:`lock`."""
+        if self.closed.is_set():
+            return False
+        try:
+            self.sock.sendall(line)
+        except OSError:
+            return False
+        return True
 
 
 def _peer_pid(sock: socket.socket) -> int | None:
@@ -83,10 +87,14 @@ class Hit:
 
     def resume(self, action: str = "continue") -> bool:
         """Let the worker go on; ``False`` if it had already disconnected (killed)."""
-        if self._resumed:
-            return not self._conn.closed.is_set()
-        self._resumed = True
-        return self._conn.reply((json.dumps({"action": action}) + "\n").encode())
+        conn = self._conn
+        # Under the lock a disconnect takes to note the hits nobody resumed: either the
+        # worker got this answer, or the note says it died held (issue 17).
+        with conn.lock:
+            if self._resumed:
+                return not conn.closed.is_set()
+            self._resumed = True
+            return conn.send_locked((json.dumps({"action": action}) + "\n").encode())
 
     @property
     def disconnected(self) -> bool:
@@ -332,12 +340,10 @@ class Rendezvous:
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(conn.sock)
         with conn.lock:
-            conn.closed.set()
-            conn.sock.close()
-        self._conns.discard(conn)
-        if self._history is not None:
+            # The notes go in before the connection is marked closed, under the lock
+            # resume() takes: a resume cannot slip in between and hide one (issue 17).
             for hit in conn.held:
-                if not hit._resumed:
+                if not hit._resumed and self._history is not None:
                     self._history.append(
                         f"worker:{hit.pid}",
                         "note",
@@ -345,3 +351,6 @@ class Rendezvous:
                         attempt=hit.attempt,
                         text=f"worker disconnected while held at {hit.point}",
                     )
+            conn.closed.set()
+            conn.sock.close()
+        self._conns.discard(conn)
