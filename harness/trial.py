@@ -37,9 +37,6 @@ from harness.watchdog import Watchdog
 #: The reference worker's provider name; a command target names its own.
 PROVIDER_NAME = "svc"
 
-#: Set on Ctrl-C: every trial's waits end at once and the trial tears down.
-ABORT = threading.Event()
-
 
 @dataclass(frozen=True)
 class TrialConfig:
@@ -70,8 +67,11 @@ class Trial:
         make_target: Callable[[Path], TargetAdapter],
         network: Any = None,
         watchdog: Watchdog | None = None,
+        abort: threading.Event | None = None,
     ) -> None:
         self.cell = cell
+        #: The run's abort (set on Ctrl-C): the trial's waits end at once and it tears down.
+        self.abort = abort if abort is not None else threading.Event()
         self.watchdog = watchdog
         self.seed = seed
         self.config = config
@@ -312,7 +312,7 @@ class Trial:
     def sleep(self, seconds: float) -> None:
         """A deliberate wait (counted apart from the harness's own overhead)."""
         t0 = time.monotonic()
-        interrupted = ABORT.wait(seconds)
+        interrupted = self.abort.wait(seconds)
         self.waits_s += time.monotonic() - t0
         if interrupted:
             raise Inconclusive("interrupted")
@@ -328,12 +328,12 @@ class Trial:
         try:
             while time.monotonic() < deadline:
                 if self._all_quiescent():
-                    if ABORT.wait(self.config.settle_s):
+                    if self.abort.wait(self.config.settle_s):
                         raise Inconclusive("interrupted")
                     if self._all_quiescent():
                         return True
                     continue
-                if ABORT.wait(0.02):
+                if self.abort.wait(0.02):
                     raise Inconclusive("interrupted")
             return False
         finally:

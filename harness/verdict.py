@@ -8,6 +8,7 @@ itself breaks on becomes ``inconclusive`` with the reason, never a pass.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import traceback
 import zlib
@@ -76,12 +77,14 @@ def run_trial(
     make_target: Callable[[Path], TargetAdapter],
     network: Any = None,
     watchdog: Watchdog | None = None,
+    abort: threading.Event | None = None,
 ) -> TrialResult:
     """Run ``driver`` on a fresh trial of ``cell`` and judge it.
 
     The driver applies the scenario's faults and returns the jobs whose only safe end is
     needs_review. Anything the harness itself breaks on becomes an ``inconclusive``
-    verdict with the reason, never a pass.
+    verdict with the reason, never a pass. ``abort`` is the run's: set, it ends the
+    trial's waits.
     """
     t0 = time.monotonic()
     trial = Trial(
@@ -92,6 +95,7 @@ def run_trial(
         make_target=make_target,
         network=network,
         watchdog=watchdog,
+        abort=abort,
     )
     violations: list[Violation] = []
     reason: str | None = None
