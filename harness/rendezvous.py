@@ -22,6 +22,7 @@ import struct
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,6 +84,8 @@ class Hit:
     _conn: _Conn = field(repr=False, compare=False)
     #: The worker's pid in the harness's namespace (differs from ``pid`` in a container).
     peer_pid: int | None = None
+    #: The lane of the history this hit was recorded in (``worker:<name>``).
+    source: str = ""
     _resumed: bool = field(default=False, repr=False, compare=False)
 
     def resume(self, action: str = "continue") -> bool:
@@ -184,7 +187,15 @@ class Holds:
 class Rendezvous:
     """A UNIX socket server for failpoint hits; a context manager."""
 
-    def __init__(self, path: str | Path, history: History | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        history: History | None = None,
+        *,
+        names: Callable[[int | None, int | None], str | None] | None = None,
+    ) -> None:
+        """``names`` maps a hit's (pid, peer pid) to its worker's name, for hits whose
+        line carries no ``worker`` (see :class:`harness.lanes.WorkerNames`)."""
         self.path = Path(path)
         if len(os.fsencode(self.path)) > _MAX_SOCKET_PATH:
             raise ConfigError(
@@ -193,6 +204,7 @@ class Rendezvous:
                 "use a shorter state directory (for example under /tmp)"
             )
         self._history = history
+        self._names = names
         self._holds = Holds()
         self._hits: list[Hit] = []
         self._hits_lock = threading.Lock()
@@ -314,13 +326,25 @@ class Rendezvous:
         # Optional: the worker's CRASHPOINT_WORKER_ID names its lane even inside a
         # container, whose pids mean nothing on the host.
         worker = msg.get("worker") if isinstance(msg.get("worker"), str) else None
+        if worker is None and self._names is not None:
+            worker = self._names(pid, conn.peer_pid)
         gate = self._holds.claim(point, job, attempt)
-        hit = Hit(point, job, attempt, pid, t, gate is not None, conn, peer_pid=conn.peer_pid)
+        hit = Hit(
+            point,
+            job,
+            attempt,
+            pid,
+            t,
+            gate is not None,
+            conn,
+            peer_pid=conn.peer_pid,
+            source=f"worker:{worker or pid}",
+        )
         with self._hits_lock:
             self._hits.append(hit)
         if self._history is not None:
             self._history.append(
-                f"worker:{worker or pid}",
+                hit.source,
                 "failpoint",
                 job=job,
                 attempt=attempt,
@@ -345,7 +369,7 @@ class Rendezvous:
             for hit in conn.held:
                 if not hit._resumed and self._history is not None:
                     self._history.append(
-                        f"worker:{hit.pid}",
+                        hit.source,
                         "note",
                         job=hit.job,
                         attempt=hit.attempt,

@@ -28,6 +28,7 @@ from harness.backends.base import Backend, WorkerHandle, describe_exit
 from harness.contract.env import provider_env_var, provider_kind_var
 from harness.contract.errors import Inconclusive, RendezvousTimeout
 from harness.history import Event, History
+from harness.lanes import WorkerNames
 from harness.oracle import OracleInput
 from harness.plan import Cell
 from harness.rendezvous import Gate, Hit, Rendezvous
@@ -77,6 +78,7 @@ class Trial:
         self.config = config
         self.rng = random.Random(f"{seed}:{cell.id}")
         self.history = History()
+        self.names = WorkerNames()
         self.backend = make_backend(self.history)
         self.network = network
         self.reached = False
@@ -111,7 +113,9 @@ class Trial:
             self.cell.provider, state_path=self.dir / "provider.db", name=self.provider_name
         )
         self.provider_url = self.provider.url
-        self.rendezvous = Rendezvous(str(self.dir / "failpoints.sock"), history=self.history)
+        self.rendezvous = Rendezvous(
+            str(self.dir / "failpoints.sock"), history=self.history, names=self.names.name_of
+        )
         self.target.setup()
         if self.network is not None:
             self.network.attach(
@@ -209,7 +213,8 @@ class Trial:
         if recovery:
             env["CRASHPOINT_RECOVERY"] = "1"
         cwd = env.get("CRASHPOINT_STATE_DIR", str(self.dir))
-        handle = self.backend.start(name, target.worker_argv(), env=env, cwd=cwd)
+        argv = target.worker_argv()
+        handle = self.names.start(name, lambda: self.backend.start(name, argv, env=env, cwd=cwd))
         self.workers[name] = handle
         return handle
 

@@ -131,14 +131,6 @@ def run_trial(
         trial.teardown()
     duration = time.monotonic() - t0
     events = trial.history.to_json()
-    # Failpoint hits know only the worker's pid; name the lane as the rest of the trial does.
-    # A container worker's own pid differs from its host pid: match on the peer's.
-    names = {h.pid: f"worker:{h.name}" for h in trial.workers.values()}
-    for e in events:
-        own = e["source"].removeprefix("worker:")
-        pid = e["fields"].get("peer_pid") or (int(own) if own.isdigit() else None)
-        if pid in names:
-            e["source"] = names[pid]
     for v in violations:
         v.evidence["events"] = evidence_events(events, v)
     return TrialResult(
