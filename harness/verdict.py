@@ -7,6 +7,7 @@ itself breaks on becomes ``inconclusive`` with the reason, never a pass.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -19,8 +20,9 @@ from typing import Any
 
 from harness.backends.base import Backend
 from harness.contract.errors import CrashpointError, Inconclusive
-from harness.history import History
-from harness.oracle import LIVENESS, Violation, check
+from harness.contract.vocabulary import LIVENESS
+from harness.history import Event, History
+from harness.oracle import Violation, check
 from harness.plan import Cell
 from harness.target import TargetAdapter
 from harness.trial import Trial, TrialConfig
@@ -82,9 +84,10 @@ def run_trial(
     """Run ``driver`` on a fresh trial of ``cell`` and judge it.
 
     The driver applies the scenario's faults and returns the jobs whose only safe end is
-    needs_review. Anything the harness itself breaks on becomes an ``inconclusive``
-    verdict with the reason, never a pass. ``abort`` is the run's: set, it ends the
-    trial's waits.
+    needs_review. The workers are stopped before the oracle reads the history, so the
+    events it judges are the whole trial, and exactly the list the result keeps.
+    Anything the harness itself breaks on becomes an ``inconclusive`` verdict with the
+    reason, never a pass. ``abort`` is the run's: set, it ends the trial's waits.
     """
     t0 = time.monotonic()
     trial = Trial(
@@ -100,13 +103,13 @@ def run_trial(
     violations: list[Violation] = []
     reason: str | None = None
     verdict = "inconclusive"
-    worker_s = 0.0
+    events: list[Event] | None = None
     try:
         trial.setup()
         review = driver(trial)
         quiescent = trial.wait_quiescent()
-        data = trial.observe(quiescent=quiescent, review_expected=review)
-        violations = check(data)
+        events = trial.record()
+        violations = check(events, trial.facts(quiescent=quiescent, review_expected=review))
         safety = [v for v in violations if v.invariant not in LIVENESS]
         if violations:
             verdict = "violated"
@@ -125,14 +128,18 @@ def run_trial(
         reason = f"harness error: {type(exc).__name__}: {exc}"
         print(traceback.format_exc(), file=sys.stderr)
     finally:
+        trial.stop()
+        stopped = trial.stopped_at or time.monotonic()
         worker_s = sum(
-            (h.exited_at or time.monotonic()) - h.started_at for h in trial.workers.values()
+            min(h.exited_at or stopped, stopped) - h.started_at for h in trial.workers.values()
         )
+        if events is None:
+            # Not judged: keep what the trial recorded for the report, as far as it can.
+            with contextlib.suppress(Exception):
+                trial.observer.settle()
+            events = trial.history.events()
         trial.teardown()
     duration = time.monotonic() - t0
-    events = trial.history.to_json()
-    for v in violations:
-        v.evidence["events"] = evidence_events(events, v)
     return TrialResult(
         cell=cell,
         seed=seed,
@@ -141,33 +148,13 @@ def run_trial(
         reason=reason,
         violations=violations,
         duration_s=duration,
-        events=events,
+        events=[e.to_json(t0=trial.history.t0) for e in events],
         timings={
             "worker_s": worker_s,
             "waits_s": trial.waits_s,
             "overhead_s": max(0.0, duration - trial.waits_s),
         },
     )
-
-
-def evidence_events(events: list[dict[str, Any]], v: Violation) -> list[int]:
-    """Indexes of the timeline events a violation's evidence speaks of."""
-    arrivals = {a["id"] for a in v.evidence.get("arrivals", [])}
-    arrivals |= {e["arrival_id"] for e in v.evidence.get("effects", [])}
-    tokens = {(r.get("worker_id"), r.get("token")) for r in v.evidence.get("ledger", [])}
-    out = []
-    for i, e in enumerate(events):
-        f = e["fields"]
-        if (
-            f.get("arrival") in arrivals
-            or (
-                e["kind"] in ("claim", "result_write")
-                and (e["source"].removeprefix("worker:"), f.get("token")) in tokens
-            )
-            or (e["kind"] == "signal" and e["job"] in (None, v.job))
-        ):
-            out.append(i)
-    return out
 
 
 def trial_seed(run_seed: int, cell: Cell) -> int:

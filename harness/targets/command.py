@@ -35,7 +35,7 @@ from typing import Any
 from harness.contract.errors import ConfigError, InfrastructureError
 from harness.contract.vocabulary import PROVIDER_KINDS
 from harness.history import Event
-from harness.oracle import LedgerFacts
+from harness.oracle import JobFinal
 
 TARGET_KEYS = ("name", "command", "workers", "lease_ttl_s", "enqueue", "ledger")
 ENQUEUE_TIMEOUT_S = 10.0
@@ -242,7 +242,7 @@ class CommandAdapter:
         quiet_s = max(QUIET_S, QUIET_LEASES * self._lease_ttl_s)
         return wanted <= served and now - self._quiet_since >= quiet_s
 
-    def ledger_facts(self) -> LedgerFacts | None:
+    def ledger_jobs(self) -> list[JobFinal] | None:
         return None
 
     def ledger_events(self) -> list[Event]:
