@@ -1,9 +1,10 @@
 """The trial history: every event of one trial in one ordered log.
 
-Supervisor, rendezvous, providers and target adapter append to it; the oracle and the
-report only read it. Times are ``time.monotonic()`` seconds: on Linux that clock is
-shared by every process on the machine, so events from providers and workers order
-correctly against the supervisor's own.
+Supervisor, rendezvous, backends and network append to it as things happen;
+:mod:`harness.observe` brings in what providers, the ledger and worker logs recorded.
+The oracle and the report only read it. Times are ``time.monotonic()`` seconds: on Linux
+that clock is shared by every process on the machine, so events from providers and
+workers order correctly against the supervisor's own.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class Event:
 
 
 class History:
-    """A thread-safe, append-only event log for one trial."""
+    """A thread-safe event log for one trial: appended to, never trimmed."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -96,6 +97,19 @@ class History:
     def extend(self, events: Iterable[Event]) -> None:
         with self._lock:
             self._events.extend(events)
+
+    def replace(self, old: Event, new: Event) -> None:
+        """Put ``new`` where ``old`` (this very event) was.
+
+        Only for a record that its source keeps updating: a provider finishes an arrival
+        row when its request ends, and the arrival's one event follows it.
+        """
+        with self._lock:
+            for i, e in enumerate(self._events):
+                if e is old:
+                    self._events[i] = new
+                    return
+        raise ValueError(f"replace: {old!r} is not in this history")
 
     def events(self) -> list[Event]:
         """All events ordered by time (stable for equal times)."""

@@ -22,6 +22,7 @@ import struct
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,13 +47,17 @@ class _Conn:
 
     def reply(self, line: bytes) -> bool:
         with self.lock:
-            if self.closed.is_set():
-                return False
-            try:
-                self.sock.sendall(line)
-            except OSError:
-                return False
-            return True
+            return self.send_locked(line)
+
+    def send_locked(self, line: bytes) -> bool:
+        """Send ``line`` unless closed; the caller holds :attr:`lock`."""
+        if self.closed.is_set():
+            return False
+        try:
+            self.sock.sendall(line)
+        except OSError:
+            return False
+        return True
 
 
 def _peer_pid(sock: socket.socket) -> int | None:
@@ -79,14 +84,20 @@ class Hit:
     _conn: _Conn = field(repr=False, compare=False)
     #: The worker's pid in the harness's namespace (differs from ``pid`` in a container).
     peer_pid: int | None = None
+    #: The lane of the history this hit was recorded in (``worker:<name>``).
+    source: str = ""
     _resumed: bool = field(default=False, repr=False, compare=False)
 
     def resume(self, action: str = "continue") -> bool:
         """Let the worker go on; ``False`` if it had already disconnected (killed)."""
-        if self._resumed:
-            return not self._conn.closed.is_set()
-        self._resumed = True
-        return self._conn.reply((json.dumps({"action": action}) + "\n").encode())
+        conn = self._conn
+        # Under the lock a disconnect takes to note the hits nobody resumed: either the
+        # worker got this answer, or the note says it died held (issue 17).
+        with conn.lock:
+            if self._resumed:
+                return not conn.closed.is_set()
+            self._resumed = True
+            return conn.send_locked((json.dumps({"action": action}) + "\n").encode())
 
     @property
     def disconnected(self) -> bool:
@@ -176,7 +187,15 @@ class Holds:
 class Rendezvous:
     """A UNIX socket server for failpoint hits; a context manager."""
 
-    def __init__(self, path: str | Path, history: History | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        history: History | None = None,
+        *,
+        names: Callable[[int | None, int | None], str | None] | None = None,
+    ) -> None:
+        """``names`` maps a hit's (pid, peer pid) to its worker's name, for hits whose
+        line carries no ``worker`` (see :class:`harness.lanes.WorkerNames`)."""
         self.path = Path(path)
         if len(os.fsencode(self.path)) > _MAX_SOCKET_PATH:
             raise ConfigError(
@@ -185,6 +204,7 @@ class Rendezvous:
                 "use a shorter state directory (for example under /tmp)"
             )
         self._history = history
+        self._names = names
         self._holds = Holds()
         self._hits: list[Hit] = []
         self._hits_lock = threading.Lock()
@@ -306,13 +326,25 @@ class Rendezvous:
         # Optional: the worker's CRASHPOINT_WORKER_ID names its lane even inside a
         # container, whose pids mean nothing on the host.
         worker = msg.get("worker") if isinstance(msg.get("worker"), str) else None
+        if worker is None and self._names is not None:
+            worker = self._names(pid, conn.peer_pid)
         gate = self._holds.claim(point, job, attempt)
-        hit = Hit(point, job, attempt, pid, t, gate is not None, conn, peer_pid=conn.peer_pid)
+        hit = Hit(
+            point,
+            job,
+            attempt,
+            pid,
+            t,
+            gate is not None,
+            conn,
+            peer_pid=conn.peer_pid,
+            source=f"worker:{worker or pid}",
+        )
         with self._hits_lock:
             self._hits.append(hit)
         if self._history is not None:
             self._history.append(
-                f"worker:{worker or pid}",
+                hit.source,
                 "failpoint",
                 job=job,
                 attempt=attempt,
@@ -332,16 +364,17 @@ class Rendezvous:
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(conn.sock)
         with conn.lock:
-            conn.closed.set()
-            conn.sock.close()
-        self._conns.discard(conn)
-        if self._history is not None:
+            # The notes go in before the connection is marked closed, under the lock
+            # resume() takes: a resume cannot slip in between and hide one (issue 17).
             for hit in conn.held:
-                if not hit._resumed:
+                if not hit._resumed and self._history is not None:
                     self._history.append(
-                        f"worker:{hit.pid}",
+                        hit.source,
                         "note",
                         job=hit.job,
                         attempt=hit.attempt,
                         text=f"worker disconnected while held at {hit.point}",
                     )
+            conn.closed.set()
+            conn.sock.close()
+        self._conns.discard(conn)

@@ -6,6 +6,7 @@ Trials are independent: each has its own state directory, provider and workers, 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from harness.drivers import driver_for
 from harness.history import History
 from harness.plan import Cell
 from harness.target import TargetAdapter
-from harness.trial import ABORT, TrialConfig
+from harness.trial import TrialConfig
 from harness.verdict import TrialResult, run_trial, trial_seed
 from harness.watchdog import Watchdog
 
@@ -42,6 +43,9 @@ class RunSpec:
     make_network: Callable[[Cell], NetworkSeam | None] | None = None
     replay_flags: Sequence[str] = ()
     watchdog: Watchdog | None = None
+    #: Set on Ctrl-C: this run's trials stop waiting and tear down. One per run, so a
+    #: later run in the same process starts clear.
+    abort: threading.Event = field(default_factory=threading.Event)
 
 
 def skipped_result(cell: Cell, seed: int, reason: str) -> TrialResult:
@@ -74,6 +78,7 @@ def run_one(spec: RunSpec, cell: Cell) -> TrialResult:
             make_target=lambda d: spec.make_target(cell, d),
             network=network,
             watchdog=spec.watchdog,
+            abort=spec.abort,
         )
     finally:
         if network is not None:
@@ -100,7 +105,7 @@ def run_cells(spec: RunSpec, *, progress: Progress | None = None) -> list[TrialR
                 progress(r)
     except BaseException:
         # Ctrl-C: queued trials never start, running ones stop waiting and tear down.
-        ABORT.set()
+        spec.abort.set()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

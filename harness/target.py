@@ -2,7 +2,9 @@
 
 Two implementations: :mod:`harness.targets.reference` (our worker, with an in-process
 adapter over its ledger) and :mod:`harness.targets.command` (any language, described in
-``crashpoint.toml``). A target without a ledger gives the oracle provider truth only.
+``crashpoint.toml``). A target with a ledger gives the history its rows as events
+(claims, result writes, reconciles) and the oracle its final job states; one without a
+ledger gives the oracle provider truth only.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from harness.history import Event
-from harness.oracle import LedgerFacts
+from harness.oracle import JobFinal
 
 
 class TargetAdapter(Protocol):
@@ -48,9 +50,13 @@ class TargetAdapter(Protocol):
         """The DSN workers use, when the ledger is a server a proxy can stand in front of."""
         ...
 
-    def ledger_facts(self) -> LedgerFacts | None: ...
+    def ledger_jobs(self) -> list[JobFinal] | None:
+        """Every job's final state in the ledger; None when the target has no ledger."""
+        ...
 
-    def ledger_events(self) -> list[Event]: ...
+    def ledger_events(self) -> list[Event]:
+        """Every audit row of the ledger as an event (the observer appends each once)."""
+        ...
 
     def twin(self) -> TargetAdapter:
         """Another handle on the same target with its own connections (for concurrent

@@ -3,14 +3,13 @@
 :class:`Trial` owns everything one cell needs (a state directory, a fake provider, the
 target's ledger, a failpoint rendezvous, the backend's workers) and the verbs scenario
 drivers are written in (start a worker, hold it at a boundary, signal it, wait for
-quiescence). :func:`run_trial` wraps a driver with setup, the time bound, the oracle and
-teardown, and turns whatever happened into a :class:`TrialResult`.
+quiescence). Everything that happens goes into the trial's one :class:`History`, which
+the oracle judges and the report draws (:func:`harness.verdict.run_trial`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import shutil
@@ -18,17 +17,19 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fake_providers import Fault, ProviderProcess, start_provider
-from harness.backends.base import Backend, WorkerHandle, describe_exit
+from harness.backends.base import Backend, WorkerHandle
 from harness.contract.env import provider_env_var, provider_kind_var
 from harness.contract.errors import Inconclusive, RendezvousTimeout
 from harness.history import Event, History
-from harness.oracle import OracleInput
+from harness.lanes import WorkerNames
+from harness.observe import Observer
+from harness.oracle import TrialFacts
 from harness.plan import Cell
 from harness.providers import ProviderControl
 from harness.rendezvous import Gate, Hit, Rendezvous
@@ -40,9 +41,6 @@ if TYPE_CHECKING:
 
 #: The reference worker's provider name; a command target names its own.
 PROVIDER_NAME = "svc"
-
-#: Set on Ctrl-C: every trial's waits end at once and the trial tears down.
-ABORT = threading.Event()
 
 
 @dataclass(frozen=True)
@@ -74,13 +72,18 @@ class Trial:
         make_target: Callable[[Path], TargetAdapter],
         network: NetworkSeam | None = None,
         watchdog: Watchdog | None = None,
+        abort: threading.Event | None = None,
     ) -> None:
         self.cell = cell
+        #: The run's abort (set on Ctrl-C): the trial's waits end at once and it tears down.
+        self.abort = abort if abort is not None else threading.Event()
         self.watchdog = watchdog
         self.seed = seed
         self.config = config
         self.rng = random.Random(f"{seed}:{cell.id}")
         self.history = History()
+        self.observer = Observer(self.history)
+        self.names = WorkerNames()
         self.backend = make_backend(self.history)
         self.network = network
         self.reached = False
@@ -105,6 +108,7 @@ class Trial:
         self.rendezvous: Rendezvous | None = None
         self.provider_url = ""
         self.provider_name = PROVIDER_NAME
+        self.stopped_at: float | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -115,8 +119,12 @@ class Trial:
             self.cell.provider, state_path=self.dir / "provider.db", name=self.provider_name
         )
         self.provider_url = self.provider.url
-        self.rendezvous = Rendezvous(str(self.dir / "failpoints.sock"), history=self.history)
+        self.observer.watch_provider(self.provider.client)
+        self.rendezvous = Rendezvous(
+            str(self.dir / "failpoints.sock"), history=self.history, names=self.names.name_of
+        )
         self.target.setup()
+        self.observer.watch_ledger(self.target)
         if self.network is not None:
             self.network.attach(
                 history=self.history,
@@ -125,7 +133,12 @@ class Trial:
             )
         self.target.attach_provider(self.provider.client, self.provider_env())
 
-    def teardown(self) -> None:
+    def stop(self) -> None:
+        """Stop every worker and the rendezvous: from here on nothing acts, and what the
+        providers and the ledger hold is the trial's last word (idempotent)."""
+        if self.stopped_at is not None:
+            return
+        self.stopped_at = time.monotonic()
         for handle in self.workers.values():
             with contextlib.suppress(Exception):
                 if handle.name in self.paused:
@@ -136,6 +149,16 @@ class Trial:
         if self.rendezvous is not None:
             with contextlib.suppress(Exception):
                 self.rendezvous.close()
+
+    def record(self) -> list[Event]:
+        """Stop, bring in the providers', ledger's and logs' last records, and return the
+        history sorted by time: the list the oracle judges and results.json keeps."""
+        self.stop()
+        self.observer.settle()
+        return self.history.events()
+
+    def teardown(self) -> None:
+        self.stop()
         if self.provider is not None:
             with contextlib.suppress(Exception):
                 self.provider.close()
@@ -213,8 +236,12 @@ class Trial:
         if recovery:
             env["CRASHPOINT_RECOVERY"] = "1"
         cwd = env.get("CRASHPOINT_STATE_DIR", str(self.dir))
-        handle = self.backend.start(name, target.worker_argv(), env=env, cwd=cwd)
+        argv = target.worker_argv()
+        handle = self.names.start(name, lambda: self.backend.start(name, argv, env=env, cwd=cwd))
         self.workers[name] = handle
+        log = getattr(handle, "stderr_path", None)
+        if log is not None:
+            self.observer.follow_log(name, Path(log))
         return handle
 
     def provider_env(self, *, direct: bool = False) -> dict[str, str]:
@@ -270,6 +297,11 @@ class Trial:
         )
         return held
 
+    def writes(self, job: str) -> list[Event]:
+        """The writes for ``job`` that reached the provider so far, from the history."""
+        self.observer.drain()
+        return [e for e in self.history.of_kind("arrival") if e.job == job]
+
     def release(self, fault_id: str, outcome: str) -> None:
         self.client.release(fault_id, outcome=outcome)
         self.history.append(f"provider:{self.provider_name}", "release", outcome=outcome)
@@ -304,19 +336,20 @@ class Trial:
                 self.send(handle, "SIGKILL")
         if handle.wait(5.0) is None:
             raise Inconclusive(f"worker {handle.name} survived SIGKILL")
-        self.history.append(
-            "supervisor",
-            "worker_exit",
-            worker=handle.name,
-            status=describe_exit(handle.returncode),
-            at_boundary=at_boundary,
-        )
+        # The backend recorded the exit; say why it was not where the signal was aimed.
+        if not at_boundary:
+            self.history.append(
+                "supervisor",
+                "note",
+                worker=handle.name,
+                text=f"{handle.name} outlived {sig} at its boundary, so it was let go to stop",
+            )
         return at_boundary
 
     def sleep(self, seconds: float) -> None:
         """A deliberate wait (counted apart from the harness's own overhead)."""
         t0 = time.monotonic()
-        interrupted = ABORT.wait(seconds)
+        interrupted = self.abort.wait(seconds)
         self.waits_s += time.monotonic() - t0
         if interrupted:
             raise Inconclusive("interrupted")
@@ -332,12 +365,12 @@ class Trial:
         try:
             while time.monotonic() < deadline:
                 if self._all_quiescent():
-                    if ABORT.wait(self.config.settle_s):
+                    if self.abort.wait(self.config.settle_s):
                         raise Inconclusive("interrupted")
                     if self._all_quiescent():
                         return True
                     continue
-                if ABORT.wait(0.02):
+                if self.abort.wait(0.02):
                     raise Inconclusive("interrupted")
             return False
         finally:
@@ -364,90 +397,14 @@ class Trial:
 
     # -- judgement ------------------------------------------------------------------------
 
-    def observe(self, *, quiescent: bool, review_expected: frozenset[str]) -> OracleInput:
+    def facts(self, *, quiescent: bool, review_expected: frozenset[str]) -> TrialFacts:
+        """What the oracle needs besides the history."""
         assert self.target is not None
-        arrivals = self.client.arrivals()
-        effects = self.client.effects()
-        ledger = self.target.ledger_facts()
-        self.history.extend(arrival_events(arrivals))
-        self.history.extend(self.target.ledger_events())
-        for handle in self.workers.values():
-            path = getattr(handle, "stderr_path", None)
-            if path is not None:
-                self.history.extend(worker_log_events(Path(path), handle.name))
-        return OracleInput(
+        return TrialFacts(
             jobs=list(self.jobs),
             provider_kinds={self.provider_name: self.cell.provider},
-            arrivals=arrivals,
-            effects=effects,
-            ledger=ledger,
+            ledger_jobs=self.target.ledger_jobs(),
             max_attempts=self.config.max_attempts,
             quiescent=quiescent,
             review_expected=review_expected,
-        )
-
-
-def arrival_events(arrivals: list[Any]) -> Iterator[Event]:
-    for a in arrivals:
-        outcome = "ok" if a.committed or a.replayed else ("error" if a.status else "unknown")
-        if a.kind == "lookup":
-            outcome = "ok" if a.status == 200 else ("unknown" if a.status == 404 else "error")
-        yield Event(
-            t=a.t_mono,
-            source=f"provider:{a.provider}",
-            kind="arrival" if a.kind == "write" else "reconcile",
-            job=a.job_id,
-            fields={
-                "outcome": outcome,
-                "status": a.status,
-                "committed": a.committed,
-                "replayed": a.replayed,
-                "key": a.idempotency_key or a.client_marker,
-                "worker": a.worker_id,
-                "token": a.fencing_token,
-                "fault": a.fault,
-                "arrival": a.id,
-            },
-        )
-
-
-#: Worker log events worth a mark on the timeline (the rest is there already: claims and
-#: results from the ledger, writes and lookups from the provider).
-LOG_KINDS = {
-    "lease_lost": "lease_expired",
-    "attempt_abandoned": "note",
-    "ledger_error": "note",
-    "recovery": "note",
-    "no_provider": "note",
-}
-
-
-def worker_log_events(path: Path, worker: str) -> Iterator[Event]:
-    """Events from a worker's JSON log lines (``{"t": monotonic, "event": ...}``) on
-    stderr; anything else a worker prints is left alone."""
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return
-    for line in lines:
-        if not line.startswith("{"):
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict) or entry.get("event") not in LOG_KINDS:
-            continue
-        t = entry.get("t")
-        if not isinstance(t, int | float):
-            continue
-        fields = {k: v for k, v in entry.items() if k not in ("t", "worker", "job", "attempt")}
-        fields["outcome"] = "rejected" if entry["event"] == "lease_lost" else "unknown"
-        job = entry.get("job")
-        yield Event(
-            float(t),
-            f"worker:{worker}",
-            LOG_KINDS[str(entry["event"])],
-            job=str(job) if job is not None else None,
-            fields=fields,
         )

@@ -7,7 +7,9 @@ itself breaks on becomes ``inconclusive`` with the reason, never a pass.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 import time
 import traceback
 import zlib
@@ -18,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from harness.backends.base import Backend
 from harness.contract.errors import CrashpointError, Inconclusive
-from harness.history import History
-from harness.oracle import LIVENESS, Violation, check
+from harness.contract.vocabulary import LIVENESS
+from harness.history import Event, History
+from harness.oracle import Violation, check
 from harness.plan import Cell
 from harness.target import TargetAdapter
 from harness.trial import Trial, TrialConfig
@@ -79,12 +82,15 @@ def run_trial(
     make_target: Callable[[Path], TargetAdapter],
     network: NetworkSeam | None = None,
     watchdog: Watchdog | None = None,
+    abort: threading.Event | None = None,
 ) -> TrialResult:
     """Run ``driver`` on a fresh trial of ``cell`` and judge it.
 
     The driver applies the scenario's faults and returns the jobs whose only safe end is
-    needs_review. Anything the harness itself breaks on becomes an ``inconclusive``
-    verdict with the reason, never a pass.
+    needs_review. The workers are stopped before the oracle reads the history, so the
+    events it judges are the whole trial, and exactly the list the result keeps.
+    Anything the harness itself breaks on becomes an ``inconclusive`` verdict with the
+    reason, never a pass. ``abort`` is the run's: set, it ends the trial's waits.
     """
     t0 = time.monotonic()
     trial = Trial(
@@ -95,17 +101,18 @@ def run_trial(
         make_target=make_target,
         network=network,
         watchdog=watchdog,
+        abort=abort,
     )
     violations: list[Violation] = []
     reason: str | None = None
     verdict = "inconclusive"
-    worker_s = 0.0
+    events: list[Event] | None = None
     try:
         trial.setup()
         review = driver(trial)
         quiescent = trial.wait_quiescent()
-        data = trial.observe(quiescent=quiescent, review_expected=review)
-        violations = check(data)
+        events = trial.record()
+        violations = check(events, trial.facts(quiescent=quiescent, review_expected=review))
         safety = [v for v in violations if v.invariant not in LIVENESS]
         if violations:
             verdict = "violated"
@@ -124,22 +131,18 @@ def run_trial(
         reason = f"harness error: {type(exc).__name__}: {exc}"
         print(traceback.format_exc(), file=sys.stderr)
     finally:
+        trial.stop()
+        stopped = trial.stopped_at or time.monotonic()
         worker_s = sum(
-            (h.exited_at or time.monotonic()) - h.started_at for h in trial.workers.values()
+            min(h.exited_at or stopped, stopped) - h.started_at for h in trial.workers.values()
         )
+        if events is None:
+            # Not judged: keep what the trial recorded for the report, as far as it can.
+            with contextlib.suppress(Exception):
+                trial.observer.settle()
+            events = trial.history.events()
         trial.teardown()
     duration = time.monotonic() - t0
-    events = trial.history.to_json()
-    # Failpoint hits know only the worker's pid; name the lane as the rest of the trial does.
-    # A container worker's own pid differs from its host pid: match on the peer's.
-    names = {h.pid: f"worker:{h.name}" for h in trial.workers.values()}
-    for e in events:
-        own = e["source"].removeprefix("worker:")
-        pid = e["fields"].get("peer_pid") or (int(own) if own.isdigit() else None)
-        if pid in names:
-            e["source"] = names[pid]
-    for v in violations:
-        v.evidence["events"] = evidence_events(events, v)
     return TrialResult(
         cell=cell,
         seed=seed,
@@ -148,33 +151,13 @@ def run_trial(
         reason=reason,
         violations=violations,
         duration_s=duration,
-        events=events,
+        events=[e.to_json(t0=trial.history.t0) for e in events],
         timings={
             "worker_s": worker_s,
             "waits_s": trial.waits_s,
             "overhead_s": max(0.0, duration - trial.waits_s),
         },
     )
-
-
-def evidence_events(events: list[dict[str, Any]], v: Violation) -> list[int]:
-    """Indexes of the timeline events a violation's evidence speaks of."""
-    arrivals = {a["id"] for a in v.evidence.get("arrivals", [])}
-    arrivals |= {e["arrival_id"] for e in v.evidence.get("effects", [])}
-    tokens = {(r.get("worker_id"), r.get("token")) for r in v.evidence.get("ledger", [])}
-    out = []
-    for i, e in enumerate(events):
-        f = e["fields"]
-        if (
-            f.get("arrival") in arrivals
-            or (
-                e["kind"] in ("claim", "result_write")
-                and (e["source"].removeprefix("worker:"), f.get("token")) in tokens
-            )
-            or (e["kind"] == "signal" and e["job"] in (None, v.job))
-        ):
-            out.append(i)
-    return out
 
 
 def trial_seed(run_seed: int, cell: Cell) -> int:

@@ -29,8 +29,7 @@ def duplicate_delivery(trial: Trial) -> frozenset[str]:
     trial.start_worker(consumer=other)
     deadline = time.monotonic() + 10.0
     while time.monotonic() < deadline and not trial.reached:
-        writes = [a for a in trial.client.arrivals() if a.kind == "write" and a.job_id == job]
-        trial.reached = len(writes) >= 2
+        trial.reached = len(trial.writes(job)) >= 2
         trial.sleep(0.02)
     if not trial.reached:
         raise Inconclusive(f"the second delivery of {job} never reached the provider")

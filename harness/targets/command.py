@@ -26,7 +26,7 @@ from typing import Any
 from harness.contract.env import FAILPOINTS
 from harness.contract.errors import ConfigError
 from harness.history import Event
-from harness.oracle import LedgerFacts
+from harness.oracle import JobFinal
 from harness.targets.config import (
     CommandConfig,
     JobStatus,
@@ -37,7 +37,6 @@ from harness.targets.config import (
 
 # The schema used to live here; the run command still imports it from this module.
 __all__ = ["CommandAdapter", "CommandConfig", "JobStatus", "ProviderDecl", "load_config"]
-
 ENQUEUE_TIMEOUT_S = 10.0
 STATUS_TIMEOUT_S = 10.0
 #: No arrival for this long (with every job served) counts as quiet ...
@@ -212,7 +211,7 @@ class CommandAdapter:
         quiet_s = max(QUIET_S, QUIET_LEASES * self._lease_ttl_s)
         return wanted <= served and now - self._quiet_since >= quiet_s
 
-    def ledger_facts(self) -> LedgerFacts | None:
+    def ledger_jobs(self) -> list[JobFinal] | None:
         return None
 
     def ledger_events(self) -> list[Event]:

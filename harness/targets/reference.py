@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.history import Event
-from harness.oracle import Claim, JobFinal, LedgerFacts, ResultWrite
+from harness.oracle import JobFinal
 from scenarios.reference import ReferenceTarget, Snapshot
 
 
@@ -67,26 +67,18 @@ class ReferenceAdapter:
     def quiescent(self, jobs: Iterable[str]) -> bool:
         return ReferenceTarget.quiescent(self.target.read_ledger(), jobs)
 
-    def ledger_facts(self) -> LedgerFacts:
-        view = self.target.read_ledger()
-        return LedgerFacts(
-            jobs=[
-                JobFinal(
-                    job_id=j.job_id,
-                    delivery_state=j.delivery_state,
-                    execution_state=j.execution_state,
-                    side_effect_state=j.side_effect_state,
-                    needs_review=j.needs_review,
-                    attempts=j.attempts,
-                )
-                for j in view.jobs
-            ],
-            claims=[Claim(c.job_id, c.token, c.worker_id, c.t_mono) for c in view.claims],
-            result_writes=[
-                ResultWrite(w.job_id, w.token, w.worker_id, w.accepted, w.t_mono)
-                for w in view.result_writes
-            ],
-        )
+    def ledger_jobs(self) -> list[JobFinal]:
+        return [
+            JobFinal(
+                job_id=j.job_id,
+                delivery_state=j.delivery_state,
+                execution_state=j.execution_state,
+                side_effect_state=j.side_effect_state,
+                needs_review=j.needs_review,
+                attempts=j.attempts,
+            )
+            for j in self.target.read_ledger().jobs
+        ]
 
     def ledger_events(self) -> list[Event]:
         view = self.target.read_ledger()
@@ -97,7 +89,7 @@ class ReferenceAdapter:
                 "claim",
                 c.job_id,
                 c.attempt,
-                {"token": c.token, "outcome": "ok"},
+                {"token": c.token, "worker": c.worker_id, "outcome": "ok"},
             )
             for c in view.claims
         ]
@@ -110,6 +102,7 @@ class ReferenceAdapter:
                 w.attempt,
                 {
                     "token": w.token,
+                    "worker": w.worker_id,
                     "accepted": w.accepted,
                     "wrote": w.outcome,
                     "outcome": "ok" if w.accepted else "rejected",

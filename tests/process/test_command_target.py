@@ -135,8 +135,9 @@ def test_node_worker_holds_crashes_at_the_boundaries(
     ]
     # The effect was committed before the kill; recovery confirmed it by key, never re-sent.
     j1 = [e for e in events if e["job"] == "j-0001" and e["source"] == "provider:billing"]
-    assert [(e["kind"], e["fields"]["key"]) for e in j1] == [
+    assert [(e["kind"], e["fields"]["idempotency_key"]) for e in j1] == [
         ("arrival", "effect-j-0001"),
+        ("commit", "effect-j-0001"),
         ("reconcile", "effect-j-0001"),
     ]
 

@@ -8,14 +8,10 @@ from typing import Any
 import pytest
 
 from fake_providers.models import Arrival, Effect
-from harness.oracle import (
-    Claim,
-    JobFinal,
-    LedgerFacts,
-    OracleInput,
-    ResultWrite,
-    check,
-)
+from harness.contract.vocabulary import INVARIANTS
+from harness.history import Event
+from harness.observe import arrival_event, commit_event
+from harness.oracle import CHECKS, JobFinal, TrialFacts, Violation, check
 
 _ids = itertools.count(1)
 
@@ -59,9 +55,30 @@ def effect(arrival: Arrival) -> Effect:
         client_marker=arrival.client_marker,
         fingerprint=arrival.fingerprint or "",
         arrival_id=arrival.id,
-        t_mono=arrival.t_mono,
+        t_mono=arrival.t_mono + 0.001,
         t_wall=arrival.t_wall,
     )
+
+
+def claim(t: float, token: int, worker: str, job: str = "j-1") -> Event:
+    fields = {"token": token, "worker": worker, "outcome": "ok"}
+    return Event(t, f"worker:{worker}", "claim", job, token, fields)
+
+
+def result(t: float, token: int, worker: str, *, accepted: bool, job: str = "j-1") -> Event:
+    fields = {"token": token, "worker": worker, "accepted": accepted, "wrote": "succeeded"}
+    return Event(t, f"worker:{worker}", "result_write", job, token, fields)
+
+
+def signal(t: float) -> Event:
+    return Event(t, "supervisor", "signal", fields={"worker": "w1", "signal": "SIGKILL"})
+
+
+def history(arrivals: list[Arrival], *more: Event) -> list[Event]:
+    """The events a trial records for these arrivals (committed writes commit), sorted."""
+    events = [arrival_event(a) for a in arrivals]
+    events += [commit_event(effect(a)) for a in arrivals if a.kind == "write" and a.committed]
+    return sorted([*events, *more], key=lambda e: e.t)
 
 
 def done(job: str = "j-1", **kw: Any) -> JobFinal:
@@ -77,27 +94,32 @@ def done(job: str = "j-1", **kw: Any) -> JobFinal:
     return JobFinal(**base)
 
 
+def facts(kind: str = "idempotent", **kw: Any) -> TrialFacts:
+    base: dict[str, Any] = {"jobs": ["j-1"], "provider_kinds": {"svc": kind}, "max_attempts": 3}
+    base.update(kw)
+    return TrialFacts(**base)
+
+
 def run(
     arrivals: list[Arrival],
-    *,
+    *more: Event,
     kind: str = "idempotent",
-    ledger: LedgerFacts | None = None,
+    ledger: list[JobFinal] | None = None,
     **kw: Any,
 ) -> set[str]:
-    effects = [effect(a) for a in arrivals if a.kind == "write" and a.committed]
-    data = OracleInput(
-        jobs=["j-1"],
-        provider_kinds={"svc": kind},
-        arrivals=arrivals,
-        effects=effects,
-        ledger=ledger,
-        **kw,
-    )
-    return {v.invariant for v in check(data)}
+    found = check(history(arrivals, *more), facts(kind, ledger_jobs=ledger, **kw))
+    return {v.invariant for v in found}
+
+
+def test_every_invariant_of_the_vocabulary_has_a_check() -> None:
+    assert set(CHECKS) == set(INVARIANTS)
+
+
+# -- 1. no_duplicate_effect ---------------------------------------------------------------
 
 
 def test_a_single_committed_write_holds() -> None:
-    assert run([write(1.0)], ledger=LedgerFacts(jobs=[done()])) == set()
+    assert run([write(1.0)], ledger=[done()]) == set()
 
 
 def test_two_effects_for_one_job_is_a_duplicate() -> None:
@@ -105,6 +127,14 @@ def test_two_effects_for_one_job_is_a_duplicate() -> None:
     assert "no_duplicate_effect" in found
     assert "no_retry_while_unknown" in found
     assert "stable_key_and_payload" in found
+
+
+def test_effects_of_two_jobs_are_no_duplicate() -> None:
+    other = write(2.0, job_id="j-2", idempotency_key="effect-j-2")
+    assert run([write(1.0), other], jobs=["j-1", "j-2"]) == set()
+
+
+# -- 2. no_retry_while_unknown ------------------------------------------------------------
 
 
 def test_idempotent_retry_with_the_same_key_is_covered() -> None:
@@ -135,49 +165,67 @@ def test_a_failed_lookup_does_not_cover_a_retry() -> None:
     assert found == {"no_retry_while_unknown", "no_duplicate_effect"}
 
 
+def test_a_ledger_reconcile_is_no_provider_lookup() -> None:
+    first = write(1.0, status=None, committed=False, client_marker="m", idempotency_key=None)
+    retry = write(3.0, client_marker="m", idempotency_key=None)
+    noted = Event(2.0, "ledger", "reconcile", "j-1", 1, {"result": "confirmed", "outcome": "ok"})
+    assert run([first, retry], noted, kind="plain") == {"no_retry_while_unknown"}
+
+
+# -- 3. stable_key_and_payload ------------------------------------------------------------
+
+
 def test_changed_payload_breaks_stable_key_and_payload() -> None:
     first = write(1.0, status=None, committed=False)
     second = write(2.0, fingerprint="f2", status=422, committed=False)
     assert run([first, second], quiescent=False) == {"stable_key_and_payload"}
 
 
+def test_one_key_and_one_payload_hold() -> None:
+    first = write(1.0, status=503, committed=False)
+    second = write(2.0)
+    assert run([first, second], ledger=[done()]) == set()
+
+
+# -- 4. fenced_writes ---------------------------------------------------------------------
+
+
 def test_accepted_result_under_a_stale_token_breaks_fencing() -> None:
-    ledger = LedgerFacts(
-        jobs=[done()],
-        claims=[Claim("j-1", 1, "w1", 0.5), Claim("j-1", 2, "w2", 1.5)],
-        result_writes=[
-            ResultWrite("j-1", 2, "w2", True, 2.0),
-            ResultWrite("j-1", 1, "w1", True, 3.0),
-        ],
-    )
-    assert run([write(1.0)], ledger=ledger) == {"fenced_writes"}
+    ledger = [
+        claim(0.5, 1, "w1"),
+        claim(1.5, 2, "w2"),
+        result(2.0, 2, "w2", accepted=True),
+        result(3.0, 1, "w1", accepted=True),
+    ]
+    assert run([write(1.0)], *ledger, ledger=[done()]) == {"fenced_writes"}
 
 
 def test_rejected_stale_result_is_fine() -> None:
-    ledger = LedgerFacts(
-        jobs=[done()],
-        claims=[Claim("j-1", 1, "w1", 0.5), Claim("j-1", 2, "w2", 1.5)],
-        result_writes=[ResultWrite("j-1", 1, "w1", False, 3.0)],
-    )
-    assert run([write(1.0)], ledger=ledger) == set()
+    ledger = [claim(0.5, 1, "w1"), claim(1.5, 2, "w2"), result(3.0, 1, "w1", accepted=False)]
+    assert run([write(1.0)], *ledger, ledger=[done()]) == set()
 
 
 def test_external_call_under_a_stale_token_breaks_fencing() -> None:
-    ledger = LedgerFacts(
-        jobs=[done()],
-        claims=[Claim("j-1", 1, "w1", 0.5), Claim("j-1", 2, "w2", 1.0)],
-    )
     late = write(2.0, fencing_token="1", committed=False, replayed=True)
-    assert run([write(1.5, fencing_token="2"), late], ledger=ledger) == {"fenced_writes"}
+    claims = [claim(0.5, 1, "w1"), claim(1.0, 2, "w2")]
+    found = run([write(1.5, fencing_token="2"), late], *claims, ledger=[done()])
+    assert found == {"fenced_writes"}
+
+
+def test_without_claims_tokens_are_not_judged() -> None:
+    late = write(2.0, fencing_token="1", committed=False, replayed=True)
+    assert run([write(1.5, fencing_token="2"), late], ledger=[done()]) == set()
+
+
+# -- 5. nothing_lost ----------------------------------------------------------------------
 
 
 def test_acknowledged_without_effect_is_lost() -> None:
-    ledger = LedgerFacts(jobs=[done()])
-    assert run([], ledger=ledger) == {"nothing_lost"}
+    assert run([], ledger=[done()]) == {"nothing_lost"}
 
 
 def test_job_left_running_is_lost_only_at_quiescence() -> None:
-    ledger = LedgerFacts(jobs=[done(delivery_state="leased", execution_state="running")])
+    ledger = [done(delivery_state="leased", execution_state="running")]
     assert run([], ledger=ledger) == {"nothing_lost"}
     assert run([], ledger=ledger, quiescent=False) == set()
 
@@ -187,8 +235,20 @@ def test_job_left_running_is_lost_only_at_quiescence() -> None:
     [{"needs_review": True, "delivery_state": "leased"}, {"delivery_state": "dead_lettered"}],
 )
 def test_review_and_dead_letter_are_accounted_ends(end: dict[str, Any]) -> None:
-    ledger = LedgerFacts(jobs=[done(**end)])
-    assert run([], ledger=ledger) == set()
+    assert run([], ledger=[done(**end)]) == set()
+
+
+def test_without_a_ledger_a_job_needs_an_effect() -> None:
+    assert run([]) == {"nothing_lost"}
+    assert run([write(1.0)]) == set()
+    assert run([], review_expected=frozenset({"j-1"})) == set()
+
+
+def test_a_job_missing_from_the_ledger_is_lost() -> None:
+    assert run([write(1.0)], ledger=[done("j-2")], jobs=["j-1", "j-2"]) == {"nothing_lost"}
+
+
+# -- 6. bounded_retries -------------------------------------------------------------------
 
 
 def test_too_many_writes_break_bounded_retries() -> None:
@@ -197,17 +257,82 @@ def test_too_many_writes_break_bounded_retries() -> None:
     assert run(writes[:3], max_attempts=3, quiescent=False) == set()
 
 
+def test_too_many_ledger_attempts_break_bounded_retries() -> None:
+    assert run([write(1.0)], ledger=[done(attempts=4)]) == {"bounded_retries"}
+    assert run([write(1.0)], ledger=[done(attempts=3)]) == set()
+
+
+def test_no_declared_maximum_bounds_nothing() -> None:
+    writes = [write(float(i), status=503, committed=False) for i in range(4)]
+    assert run(writes, max_attempts=None, quiescent=False) == set()
+
+
+# -- 7. ambiguity_goes_to_review ----------------------------------------------------------
+
+
 def test_replaying_an_unknown_write_at_an_unqueryable_provider() -> None:
     first = write(1.0, status=None, client_marker="m", idempotency_key=None)
     again = write(2.0, client_marker="m", idempotency_key=None)
     assert "ambiguity_goes_to_review" in run([first, again], kind="unqueryable")
 
 
+def test_retry_after_a_settled_error_at_an_unqueryable_provider_holds() -> None:
+    failed = write(1.0, status=503, committed=False, client_marker="m", idempotency_key=None)
+    again = write(2.0, client_marker="m", idempotency_key=None)
+    assert run([failed, again], kind="unqueryable") == set()
+
+
 def test_unprotectable_job_must_end_in_review() -> None:
     first = write(1.0, status=None, client_marker="m", idempotency_key=None)
-    ok = LedgerFacts(jobs=[done(needs_review=True, delivery_state="leased")])
-    bad = LedgerFacts(jobs=[done()])
+    ok = [done(needs_review=True, delivery_state="leased")]
     review = frozenset({"j-1"})
     assert run([first], kind="unqueryable", ledger=ok, review_expected=review) == set()
-    found = run([first], kind="unqueryable", ledger=bad, review_expected=review)
+    found = run([first], kind="unqueryable", ledger=[done()], review_expected=review)
     assert found == {"ambiguity_goes_to_review"}
+
+
+# -- evidence -----------------------------------------------------------------------------
+
+
+def only(found: list[Violation], invariant: str) -> Violation:
+    [v] = [v for v in found if v.invariant == invariant]
+    return v
+
+
+def test_violations_point_at_the_events_they_were_decided_from() -> None:
+    first, second = write(1.0), write(2.0)
+    hold = Event(1.1, "provider:svc", "hold", "j-1", fields={"arrival": first.id})
+    noise = Event(1.5, "worker:w1", "failpoint", "j-1", 1, {"point": "after_claim"})
+    events = history([first, second], hold, signal(1.2), noise)
+    v = only(check(events, facts()), "no_duplicate_effect")
+    cited = [(events[i].kind, events[i].t) for i in v.events]
+    assert cited == [
+        ("arrival", 1.0),
+        ("commit", 1.001),
+        ("hold", 1.1),
+        ("signal", 1.2),
+        ("arrival", 2.0),
+        ("commit", 2.001),
+    ]
+    assert v.evidence["events"] == v.events
+    assert [e["arrival_id"] for e in v.evidence["effects"]] == [first.id, second.id]
+
+
+def test_ledger_evidence_cites_the_rows_events() -> None:
+    rows = [claim(0.5, 1, "w1"), claim(1.5, 2, "w2"), result(3.0, 1, "w1", accepted=True)]
+    events = history([write(1.0)], *rows, result(2.5, 2, "w2", accepted=True))
+    v = only(check(events, facts(ledger_jobs=[done()])), "fenced_writes")
+    assert [(events[i].kind, events[i].source, events[i].t) for i in v.events] == [
+        ("claim", "worker:w2", 1.5),
+        ("result_write", "worker:w1", 3.0),
+    ]
+    assert v.evidence["ledger"] == [
+        {"job_id": "j-1", "token": 1, "worker_id": "w1", "accepted": True, "t_mono": 3.0},
+        {"job_id": "j-1", "token": 2, "worker_id": "w2", "t_mono": 1.5},
+    ]
+
+
+def test_an_arrival_event_without_its_fields_is_refused() -> None:
+    bare = Event(1.0, "provider:svc", "arrival", "j-1", fields={"outcome": "ok", "arrival": 1})
+    with pytest.raises(ValueError, match=r"event #0 .*does not carry a whole arrival"):
+        check([bare], facts())

@@ -1,0 +1,57 @@
+"""The oracle: the seven invariants, decided from the trial history, provider truth first.
+
+The oracle only reads: the history's provider events (every arrival and commit, what
+really happened at the point of consequence), its ledger events when the target has a
+ledger (claims, result writes), and the facts that are no events (:class:`TrialFacts`:
+jobs, provider kinds, the ledger's final job states). It never asks the worker what it
+thinks happened. Each violation points at the events it was decided from, by their index
+in the event list the oracle was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from harness.contract.vocabulary import LIVENESS
+from harness.history import Event
+from harness.oracle.evidence import Violation
+from harness.oracle.facts import JobFinal, Record, TrialFacts, read
+from harness.oracle.fencing import fenced_writes
+from harness.oracle.liveness import nothing_lost
+from harness.oracle.safety import (
+    ambiguity_goes_to_review,
+    bounded_retries,
+    no_duplicate_effect,
+    no_retry_while_unknown,
+    stable_key_and_payload,
+)
+
+__all__ = ["CHECKS", "JobFinal", "TrialFacts", "Violation", "check"]
+
+Invariant = Callable[[Record, TrialFacts], list[Violation]]
+
+#: Every invariant by name, in the order they are checked: safety first, then liveness.
+CHECKS: dict[str, Invariant] = {
+    "no_duplicate_effect": no_duplicate_effect,
+    "no_retry_while_unknown": no_retry_while_unknown,
+    "stable_key_and_payload": stable_key_and_payload,
+    "fenced_writes": fenced_writes,
+    "bounded_retries": bounded_retries,
+    "ambiguity_goes_to_review": ambiguity_goes_to_review,
+    "nothing_lost": nothing_lost,
+}
+
+
+def check(events: Sequence[Event], facts: TrialFacts) -> list[Violation]:
+    """Every violation in the trial, safety first; liveness only at quiescence.
+
+    ``events`` is the history sorted by time, as written to results.json: violations
+    point into it.
+    """
+    record = read(events)
+    found: list[Violation] = []
+    for name, invariant in CHECKS.items():
+        if name in LIVENESS and not facts.quiescent:
+            continue
+        found += invariant(record, facts)
+    return found

@@ -1,0 +1,202 @@
+"""What the oracle knows: the trial's facts, and the history read back into records.
+
+The history holds everything that happened (arrivals, commits, claims, result writes);
+:class:`TrialFacts` holds what is not an event: the jobs, each provider's kind, the
+ledger's final job states and the limits the target declared. :func:`read` turns the
+events back into the records the invariants compare, remembering each record's event
+index so a violation can point at the events it was decided from.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from fake_providers.models import Arrival, Effect
+from harness.history import Event
+
+_ARRIVAL_FIELDS = tuple(f.name for f in fields(Arrival))
+_EFFECT_FIELDS = tuple(f.name for f in fields(Effect))
+
+
+@dataclass(frozen=True)
+class JobFinal:
+    """A job's durable state at the end of a trial, as the target's ledger says."""
+
+    job_id: str
+    delivery_state: str
+    execution_state: str
+    side_effect_state: str
+    needs_review: bool
+    attempts: int
+
+
+@dataclass(frozen=True)
+class TrialFacts:
+    """What the oracle needs besides the history."""
+
+    jobs: Sequence[str]
+    provider_kinds: Mapping[str, str]
+    #: The ledger's final job states; None when the target has no ledger.
+    ledger_jobs: Sequence[JobFinal] | None = None
+    #: The most attempts the target allows; None when it declared none (nothing checked).
+    max_attempts: int | None = None
+    quiescent: bool = True
+    #: Jobs whose only safe end is needs_review (an unprotectable cell, see DESIGN "Fairness").
+    review_expected: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Claim:
+    job_id: str
+    token: int
+    worker_id: str
+    t_mono: float
+
+
+@dataclass(frozen=True)
+class ResultWrite:
+    job_id: str
+    token: int
+    worker_id: str
+    accepted: bool
+    t_mono: float
+
+
+@dataclass(frozen=True)
+class Record:
+    """The records the invariants compare, read back out of one sorted event list."""
+
+    arrivals: tuple[Arrival, ...] = ()
+    effects: tuple[Effect, ...] = ()
+    claims: tuple[Claim, ...] = ()
+    result_writes: tuple[ResultWrite, ...] = ()
+    #: The index of the event each record was read from (records are unique values).
+    index: Mapping[object, int] = field(default_factory=dict)
+    #: Arrival id -> the index of its arrival event.
+    arrival_index: Mapping[int, int] = field(default_factory=dict)
+    #: Arrival id -> other events about that arrival (a provider's hold).
+    related: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    #: Signals sent to workers: the moments of the crashes that led to any violation.
+    signals: tuple[int, ...] = ()
+
+    def cite(self, facts: Iterable[object]) -> list[int]:
+        """Indexes of the events behind ``facts``, with what concerns their arrivals and
+        every signal sent."""
+        out = set(self.signals)
+        for fact in facts:
+            if fact in self.index:
+                out.add(self.index[fact])
+            arrival = None
+            if isinstance(fact, Arrival):
+                arrival = fact.id
+            elif isinstance(fact, Effect):
+                arrival = fact.arrival_id
+            if arrival is not None:
+                out.update(self.related.get(arrival, ()))
+                if arrival in self.arrival_index:
+                    out.add(self.arrival_index[arrival])
+        return sorted(out)
+
+
+def is_provider_event(event: Event) -> bool:
+    return event.source.startswith("provider:")
+
+
+def read(events: Sequence[Event]) -> Record:
+    """The arrivals, effects, claims and result writes that ``events`` record."""
+    arrivals: list[Arrival] = []
+    effects: list[Effect] = []
+    claims: list[Claim] = []
+    writes: list[ResultWrite] = []
+    index: dict[object, int] = {}
+    related: dict[int, list[int]] = defaultdict(list)
+    signals: list[int] = []
+    for i, e in enumerate(events):
+        if e.kind in ("arrival", "reconcile") and is_provider_event(e):
+            arrival: Arrival = _load(Arrival, _ARRIVAL_FIELDS, e, i)
+            arrivals.append(arrival)
+            index[arrival] = i
+        elif e.kind == "commit" and is_provider_event(e):
+            effect: Effect = _load(Effect, _EFFECT_FIELDS, e, i)
+            effects.append(effect)
+            index[effect] = i
+        elif e.kind == "claim":
+            claim = Claim(_job(e, i), int(e.fields["token"]), _worker(e), e.t)
+            claims.append(claim)
+            index[claim] = i
+        elif e.kind == "result_write":
+            job, tok, accepted = _job(e, i), int(e.fields["token"]), bool(e.fields["accepted"])
+            write = ResultWrite(job, tok, _worker(e), accepted, e.t)
+            writes.append(write)
+            index[write] = i
+        elif isinstance(e.fields.get("arrival"), int):
+            related[e.fields["arrival"]].append(i)
+        elif e.kind == "signal":
+            signals.append(i)
+    return Record(
+        arrivals=tuple(arrivals),
+        effects=tuple(effects),
+        claims=tuple(claims),
+        result_writes=tuple(writes),
+        index=index,
+        arrival_index={a.id: index[a] for a in arrivals},
+        related={k: tuple(v) for k, v in related.items()},
+        signals=tuple(signals),
+    )
+
+
+def _load(cls: type[Any], names: tuple[str, ...], e: Event, i: int) -> Any:
+    missing = [n for n in names if n not in e.fields]
+    if missing:
+        raise ValueError(
+            f"event #{i} ({e.kind} from {e.source}) does not carry a whole "
+            f"{cls.__name__.lower()}: {', '.join(missing)} missing; provider events are "
+            "made by harness.observe, which copies every field"
+        )
+    return cls(**{n: e.fields[n] for n in names})
+
+
+def _job(e: Event, i: int) -> str:
+    if e.job is None:
+        raise ValueError(f"event #{i} ({e.kind} from {e.source}) names no job")
+    return e.job
+
+
+def _worker(e: Event) -> str:
+    worker = e.fields.get("worker")
+    return str(worker) if worker is not None else e.source.removeprefix("worker:")
+
+
+# -- readings the invariants share ------------------------------------------------------
+
+
+def writes_by_job(arrivals: Iterable[Arrival]) -> dict[tuple[str, str], list[Arrival]]:
+    out: dict[tuple[str, str], list[Arrival]] = defaultdict(list)
+    for a in arrivals:
+        if a.kind == "write" and a.job_id is not None:
+            out[(a.provider, a.job_id)].append(a)
+    for writes in out.values():
+        writes.sort(key=lambda a: a.t_mono)
+    return out
+
+
+def settled(write: Arrival) -> bool:
+    """The provider answered with an error and committed nothing: the outcome is known."""
+    return (not write.committed) and write.status is not None and write.status >= 400
+
+
+def token(a: Arrival) -> int | None:
+    if a.fencing_token is None:
+        return None
+    try:
+        return int(a.fencing_token)
+    except ValueError:
+        return None
+
+
+def identity(a: Arrival) -> str | None:
+    """The name a worker gives a logical job at this provider: its key or its marker."""
+    return a.idempotency_key if a.idempotency_key is not None else a.client_marker

@@ -1,0 +1,56 @@
+"""Invariant 4: lease tokens, judged from the ledger's claims and the providers' logs."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from harness.oracle.evidence import Violation, violation
+from harness.oracle.facts import Claim, Record, TrialFacts, token
+
+
+def fenced_writes(record: Record, facts: TrialFacts) -> list[Violation]:
+    """4. No result accepted, and no external call made, under a stale lease token."""
+    if not record.claims:
+        return []
+    claims: dict[str, list[Claim]] = defaultdict(list)
+    for c in record.claims:
+        claims[c.job_id].append(c)
+
+    def newer_claim(job: str, token: int, t: float) -> Claim | None:
+        newer = [c for c in claims.get(job, []) if c.token > token and c.t_mono < t]
+        return min(newer, key=lambda c: c.t_mono) if newer else None
+
+    out = []
+    for w in record.result_writes:
+        if not w.accepted:
+            continue
+        stale_by = newer_claim(w.job_id, w.token, w.t_mono)
+        if stale_by is not None:
+            out.append(
+                violation(
+                    "fenced_writes",
+                    w.job_id,
+                    f"result write by {w.worker_id} under token {w.token} was accepted after "
+                    f"{stale_by.worker_id} claimed token {stale_by.token}",
+                    record,
+                    ledger=[w, stale_by],
+                )
+            )
+    for a in record.arrivals:
+        sent_under = token(a)
+        if a.kind != "write" or a.job_id is None or sent_under is None:
+            continue
+        stale_by = newer_claim(a.job_id, sent_under, a.t_mono)
+        if stale_by is not None:
+            out.append(
+                violation(
+                    "fenced_writes",
+                    a.job_id,
+                    f"external call #{a.id} by {a.worker_id} under token {sent_under} reached "
+                    f"{a.provider} after {stale_by.worker_id} claimed token {stale_by.token}",
+                    record,
+                    arrivals=[a],
+                    ledger=[stale_by],
+                )
+            )
+    return out
