@@ -30,9 +30,10 @@ def e2e(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def lint(session: nox.Session) -> None:
-    """Check style with ruff."""
+    """Check style with ruff and the package layers with import-linter."""
     session.run("python", "-m", "ruff", "check", *SOURCES, *session.posargs)
     session.run("python", "-m", "ruff", "format", "--check", *SOURCES)
+    session.run("lint-imports")
 
 
 @nox.session(default=False)
