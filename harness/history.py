@@ -15,31 +15,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Event kinds the report knows how to colour; others are drawn neutral.
-KNOWN_KINDS = frozenset(
-    {
-        "worker_start",
-        "worker_exit",
-        "claim",
-        "failpoint",
-        "signal",
-        "arrival",
-        "commit",
-        "response_dropped",
-        "hold",
-        "release",
-        "toxic_on",
-        "toxic_off",
-        "lease_expired",
-        "reconcile",
-        "result_write",
-        "ack",
-        "review",
-        "restore",
-        "enqueue",
-        "note",
-    }
-)
+from harness.contract.vocabulary import EventKind
+
+#: Every kind an event may have; a typo in an engine module fails at once, not in a report.
+_KINDS = frozenset(EventKind)
 
 
 @dataclass(frozen=True)
@@ -52,6 +31,13 @@ class Event:
     job: str | None = None
     attempt: int | None = None
     fields: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise ValueError(
+                f"event kind {self.kind!r} is not in harness.contract.vocabulary.EventKind; "
+                "add it there (and its colour group in reports/timeline.py)"
+            )
 
     def to_json(self, *, t0: float = 0.0) -> dict[str, Any]:
         return {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from harness.contract.vocabulary import EventKind
 from reports.axis import Break, Tick, build_axis
 from reports.model import TimelineEvent, Trial
 
@@ -25,27 +26,25 @@ BOTTOM = 20
 CHAR_W = 5.8
 
 #: Kind -> legend group. Colour follows the group; the outcome is drawn as the stroke.
+K = EventKind
 KIND_GROUPS: dict[str, str] = {
-    "worker_start": "lifecycle",
-    "worker_exit": "lifecycle",
-    "enqueue": "lifecycle",
-    "claim": "ledger",
-    "result_write": "ledger",
-    "ack": "ledger",
-    "lease_expired": "ledger",
-    "reconcile": "reconcile",
-    "review": "reconcile",
-    "arrival": "provider",
-    "commit": "provider",
-    "hold": "fault",
-    "release": "fault",
-    "signal": "fault",
-    "response_dropped": "fault",
-    "toxic_on": "fault",
-    "toxic_off": "fault",
-    "restore": "fault",
-    "failpoint": "failpoint",
-    "note": "note",
+    K.WORKER_START: "lifecycle",
+    K.WORKER_EXIT: "lifecycle",
+    K.ENQUEUE: "lifecycle",
+    K.CLAIM: "ledger",
+    K.RESULT_WRITE: "ledger",
+    K.LEASE_EXPIRED: "ledger",
+    K.RECONCILE: "reconcile",
+    K.ARRIVAL: "provider",
+    K.COMMIT: "provider",
+    K.HOLD: "fault",
+    K.RELEASE: "fault",
+    K.SIGNAL: "fault",
+    K.TOXIC_ON: "fault",
+    K.TOXIC_OFF: "fault",
+    K.RESTORE: "fault",
+    K.FAILPOINT: "failpoint",
+    K.NOTE: "note",
 }
 GROUP_LABELS: dict[str, str] = {
     "lifecycle": "worker lifecycle / enqueue",

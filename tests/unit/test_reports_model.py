@@ -193,3 +193,11 @@ def test_a_trial_name_drops_the_scenario_and_keeps_the_mutant() -> None:
     assert names[f"fresh_key_per_attempt.{correct}"] == (
         "fresh_key_per_attempt.after_external_call.idempotent.SIGKILL.sqlite.process"
     )
+
+
+def test_every_event_kind_has_a_colour_group() -> None:
+    from harness.contract.vocabulary import EventKind
+    from reports.timeline import GROUP_LABELS, KIND_GROUPS
+
+    assert set(KIND_GROUPS) == set(EventKind)
+    assert set(KIND_GROUPS.values()) <= set(GROUP_LABELS)
