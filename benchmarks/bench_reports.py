@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.stats import describe, repeat_s
-from harness.contract.vocabulary import Verdict
+from harness.contract.vocabulary import PROVIDER_KINDS, Verdict
 from reports import write_all, write_html
 from reports.model import Evidence, Results, Target, TimelineEvent, Trial, Violation
 
@@ -37,7 +37,7 @@ SCENARIOS = [
     ("ledger_link_faults", "toxic:latency"),
     ("slow_lease_renewal", "toxic:latency"),
 ]
-PROVIDERS = ("idempotent", "plain", "unqueryable")
+PROVIDERS = PROVIDER_KINDS
 SIGNALS = ("SIGKILL", "SIGTERM", "SIGSTOP", None)
 KINDS = ("claim", "failpoint", "arrival", "commit", "reconcile", "result_write", "ack", "note")
 SOURCES = ("supervisor", "worker:w1", "worker:w2", "provider:idempotent", "ledger", "network")

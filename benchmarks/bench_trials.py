@@ -10,6 +10,7 @@ import statistics
 import time
 
 from benchmarks.stats import describe
+from harness.contract.vocabulary import PROVIDER_KINDS
 from harness.infra import RunInfra
 from harness.network import TrialNetwork
 from harness.plan import Cell
@@ -23,7 +24,7 @@ REPEATS = 5
 def _cells() -> list[Cell]:
     return [
         Cell(BY_NAME["crash_after_external_success"], "after_external_call", kind, "SIGKILL")
-        for kind in ("idempotent", "plain", "unqueryable")
+        for kind in PROVIDER_KINDS
     ] + [
         Cell(BY_NAME["crash_before_external_call"], "before_external_call", kind, "SIGKILL")
         for kind in ("idempotent", "plain")

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from harness.contract.vocabulary import PROVIDER_KINDS
 from reports.model import CELL_STATUSES, SEVERITY, CellStatus, Results, Trial
 
-PROVIDER_ORDER = ("idempotent", "plain", "unqueryable")
+PROVIDER_ORDER = PROVIDER_KINDS
 SIGNAL_ORDER = ("SIGKILL", "SIGTERM", "SIGSTOP")
 EXTRA_DIMENSIONS = ("ledger", "backend", "mutant")
 NO_SIGNAL = "no signal"
