@@ -8,6 +8,7 @@ thread: a worker that lost the job stops there, before any write.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from types import TracebackType
@@ -49,7 +50,11 @@ class LeaseKeeper:
         record = Record(self.record.path)
         try:
             while not self._stop.wait(self.ttl_s / 3):
-                if record.renew(self.claim, self.ttl_s) is None:
+                try:
+                    expires = record.renew(self.claim, self.ttl_s)
+                except sqlite3.Error:
+                    continue  # busy for longer than the timeout: try again next time
+                if expires is None:
                     self.lost.set()
                     return
         finally:
