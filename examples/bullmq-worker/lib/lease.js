@@ -33,7 +33,12 @@ class Lease {
   }
 
   static async acquire(redis, job) {
-    const token = await redis.incr(config.redisKey('token', job));
+    // The job's fencing token; kept a day, far longer than any trial.
+    const [[, token]] = await redis
+      .multi()
+      .incr(config.redisKey('token', job))
+      .expire(config.redisKey('token', job), 86400)
+      .exec();
     const key = config.redisKey('lease', job);
     const ok = await redis.set(key, `${config.worker}:${token}`, 'PX', config.leaseMs, 'NX');
     return ok === 'OK' ? new Lease(redis, job, token) : null;

@@ -68,8 +68,7 @@ def handle(job_id: str, doc: dict[str, Any]) -> str:
     # A delivery carries the job document, so a record that lost the job (restored from
     # before it was enqueued) learns it again; a job seen before keeps its record.
     record.add(job_id, doc)
-    token_key = s.redis_key("token", job_id)
-    claim = record.claim(job_id, s.worker_id, s.lease_ttl_s, lambda: int(redis.incr(token_key)))
+    claim = record.claim(job_id, s.worker_id, s.lease_ttl_s, lambda: next_token(s, redis, job_id))
     if isinstance(claim, str):
         log(s, f"{job_id}: delivery declined: {claim}")
         return f"declined: {claim}"
@@ -82,6 +81,15 @@ def handle(job_id: str, doc: dict[str, Any]) -> str:
             return "lease lost"
     log(s, f"{job_id}: {outcome}")
     return outcome
+
+
+def next_token(s: Settings, redis: Redis, job_id: str) -> int:
+    """The next fencing token of a job; kept a day, far longer than any trial."""
+    key = s.redis_key("token", job_id)
+    pipe = redis.pipeline()
+    pipe.incr(key)
+    pipe.expire(key, 86400)
+    return int(pipe.execute()[0])
 
 
 class Job:
