@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs and starts what the process tier needs: the Toxiproxy server, PostgreSQL,
-# the Docker engine, headless Chromium and xmllint, and socat (the shell failpoint client's
-# link to the harness's UNIX socket). Idempotent: every step checks first.
-# Usage: scripts/install-infra.sh [toxiproxy|postgres|docker|browser|socat|all]...
+# Redis (the examples' broker), the Docker engine, headless Chromium and xmllint, socat (the
+# shell failpoint client's link to the harness's UNIX socket) and the Node.js dependencies
+# of examples/bullmq-worker. Idempotent: every step checks first.
+# Usage: scripts/install-infra.sh [toxiproxy|postgres|redis|npm|docker|browser|socat|all]...
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -63,6 +64,35 @@ postgres() {
   log "postgres: $ver/$cluster online; CRASHPOINT_PG_DSN=postgresql://crashpoint:crashpoint@127.0.0.1:5432/crashpoint"
 }
 
+redis() {
+  apt_install redis-server
+  if redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG; then
+    log "redis: already answering on 127.0.0.1:6379"; return 0
+  fi
+  # Loopback only and nothing on disk: the examples keep their durable state in the
+  # trial's own directory, and Redis is only their broker.
+  redis-server --bind 127.0.0.1 --port 6379 --daemonize yes --save '' --appendonly no \
+    --dir "$state" --logfile "$state/redis.log" --pidfile "$state/redis.pid"
+  for _ in $(seq 1 50); do
+    redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG && break
+    sleep 0.1
+  done
+  redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG ||
+    { log "redis: redis-server did not start; see $state/redis.log"; return 1; }
+  log "redis: $(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p') on 127.0.0.1:6379; REDIS_URL=redis://127.0.0.1:6379/0"
+}
+
+npm_deps() {
+  local example="$here/../examples/bullmq-worker"
+  [ -f "$example/package-lock.json" ] || { log "npm: no $example/package-lock.json"; return 0; }
+  command -v npm >/dev/null || { log "npm: no npm on PATH; examples/bullmq-worker cannot run"; return 0; }
+  if [ -d "$example/node_modules" ] && [ "$example/node_modules/.package-lock.json" -nt "$example/package-lock.json" ]; then
+    log "npm: $example/node_modules is up to date"; return 0
+  fi
+  (cd "$example" && npm ci --no-audit --no-fund --loglevel=error)
+  log "npm: installed examples/bullmq-worker/node_modules"
+}
+
 docker_engine() {
   apt_install docker.io
   if docker info >/dev/null 2>&1; then log "docker: engine already running"; return 0; fi
@@ -89,10 +119,12 @@ for what in "$@"; do
   case $what in
     toxiproxy) timed toxiproxy toxiproxy ;;
     postgres) timed postgres postgres ;;
+    redis) timed redis redis ;;
+    npm) timed npm npm_deps ;;
     docker) timed docker docker_engine ;;
     browser) timed browser browser ;;
     socat) timed socat socat_tool ;;
-    all) apt_install bc; timed toxiproxy toxiproxy; timed postgres postgres; timed docker docker_engine; timed browser browser; timed socat socat_tool ;;
-    *) log "unknown component '$what' (expected toxiproxy, postgres, docker, browser, socat or all)"; exit 2 ;;
+    all) apt_install bc; timed toxiproxy toxiproxy; timed postgres postgres; timed redis redis; timed npm npm_deps; timed docker docker_engine; timed browser browser; timed socat socat_tool ;;
+    *) log "unknown component '$what' (expected toxiproxy, postgres, redis, npm, docker, browser, socat or all)"; exit 2 ;;
   esac
 done

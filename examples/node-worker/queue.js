@@ -11,6 +11,8 @@
 //   queue/done/<job>.json      acknowledged: the effect is confirmed
 //   queue/dead/<job>.json      dead-lettered: retries exhausted or a permanent error
 //   queue/review/<job>.json    needs_review: an unknown outcome that could not be reconciled
+//   queue/notes/<job>.json     how a job ended (why, attempts), written after it ended
+//   queue/reconcile/<job>.json the state directory was restored: reconcile before writing
 //
 // Every state change of a claimed job is one rename(2) of its lease file, which is
 // atomic: of two processes renaming the same file, exactly one succeeds and the other
@@ -21,7 +23,18 @@
 const fs = require('fs');
 const path = require('path');
 
-const DIRS = ['jobs', 'ready', 'leased', 'results', 'done', 'dead', 'review', 'tmp'];
+const DIRS = [
+  'jobs',
+  'ready',
+  'leased',
+  'results',
+  'done',
+  'dead',
+  'review',
+  'notes',
+  'reconcile',
+  'tmp',
+];
 
 function root() {
   return path.join(process.env.CRASHPOINT_STATE_DIR || process.cwd(), 'queue');

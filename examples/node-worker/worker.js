@@ -3,11 +3,13 @@
 // node worker.js [--bug fresh-key]
 //
 // A billing worker in Node.js, standard library only, for crashpoint's command target.
-// It claims jobs from the file queue in queue.js and makes one effect per job at an
-// idempotent provider:
+// It claims jobs from the file queue in queue.js and makes one effect per job at the
+// provider the job names (its "provider"), of the kind CRASHPOINT_PROVIDER_<NAME>_KIND
+// says (idempotent when unset):
 //
-//   POST $CRASHPOINT_PROVIDER_BILLING_URL/v1/effects
-//   Idempotency-Key: effect-<job_id>        derived from the job only, never the attempt
+//   idempotent:  POST $URL/v1/effects, Idempotency-Key: effect-<job_id>
+//   plain, unqueryable: POST $URL/v1/sends, the body with client_marker: effect-<job_id>
+//   key and marker derive from the job only, never the attempt
 //   X-Worker-Id, X-Fencing-Token            who sends it, under which claim
 //   body: the job's "body", unchanged
 //
@@ -15,18 +17,23 @@
 // queue/results/ and the job is acknowledged (moved to queue/done/). A timeout, a reset
 // connection or a 409 (the same key still in flight) leave the outcome *unknown*: the
 // worker never treats that as a failure worth a new key. It looks the key up
-// (GET /v1/effects?idempotency_key=...) and sends again, with the same key, only when the
-// provider has never seen it. A 5xx is a failure before commit: retried with backoff,
-// with the same key, until CRASHPOINT_MAX_ATTEMPTS writes were sent, then dead-lettered.
-// A job reclaimed after its lease ran out whose earlier owner had already sent a write is
-// reconciled the same way before anything is sent again.
+// (GET /v1/effects?idempotency_key=...) or the marker (GET /v1/sends?client_marker=...:
+// no send = not found, one = confirmed, more = conflict) and sends again, with the same
+// key or marker, only when the provider has nothing. A conflict, or a provider that
+// cannot be asked (unqueryable, 501), sends the job to review. A 5xx is a failure before
+// commit: retried with backoff, with the same key, until CRASHPOINT_MAX_ATTEMPTS writes
+// were sent, then dead-lettered. A job reclaimed after its lease ran out whose earlier
+// owner had already sent a write is reconciled the same way before anything is sent
+// again, and so is every unfinished job after a restore of the state directory
+// (CRASHPOINT_RECOVERY=1), whose counts of writes may be out of date.
 //
 // --bug fresh-key puts the attempt number in the key: every retry is a new effect. It is
 // here so crashpoint can show that it catches the bug.
 //
-// Environment (set by crashpoint): CRASHPOINT_PROVIDER_<NAME>_URL, CRASHPOINT_WORKER_ID,
-// CRASHPOINT_STATE_DIR, CRASHPOINT_LEASE_TTL_S, CRASHPOINT_MAX_ATTEMPTS,
-// CRASHPOINT_FAILPOINTS; optional CRASHPOINT_HTTP_TIMEOUT_S, CRASHPOINT_POLL_S.
+// Environment (set by crashpoint): CRASHPOINT_PROVIDER_<NAME>_URL and _KIND,
+// CRASHPOINT_WORKER_ID, CRASHPOINT_STATE_DIR, CRASHPOINT_LEASE_TTL_S,
+// CRASHPOINT_MAX_ATTEMPTS, CRASHPOINT_FAILPOINTS, CRASHPOINT_RECOVERY; optional
+// CRASHPOINT_HTTP_TIMEOUT_S, CRASHPOINT_POLL_S.
 
 const fs = require('fs');
 const http = require('http');
@@ -81,6 +88,7 @@ const HTTP_TIMEOUT_MS =
 const POLL_MS = 1000 * (Number(process.env.CRASHPOINT_POLL_S) || 0.02);
 // Unknown outcomes that stay unreachable this many lookups in a row go to review.
 const MAX_UNAVAILABLE = 50;
+const RECOVERY = !['', '0'].includes(process.env.CRASHPOINT_RECOVERY || '');
 const BUGS = new Set(['fresh-key']);
 
 function parseArgs(argv) {
@@ -113,9 +121,14 @@ function idempotencyKey(lease) {
   return `effect-${lease.job}`;
 }
 
-function providerUrl(name) {
-  const env = `CRASHPOINT_PROVIDER_${String(name).toUpperCase().replace(/[^A-Z0-9]+/g, '_')}_URL`;
-  return process.env[env] || '';
+function providerEnv(name, what) {
+  const upper = String(name).toUpperCase().replace(/[^A-Z0-9]+/g, '_').replace(/^_|_$/g, '');
+  return process.env[`CRASHPOINT_PROVIDER_${upper}_${what}`] || '';
+}
+
+// The provider a job names: its URL and kind (idempotent, plain or unqueryable).
+function provider(name) {
+  return { name, url: providerEnv(name, 'URL'), kind: providerEnv(name, 'KIND') || 'idempotent' };
 }
 
 // One HTTP exchange; resolves {status, body} or {error} (a timeout or a broken connection:
@@ -172,6 +185,9 @@ function renew(lease, changes = {}) {
 function finish(lease, where, why) {
   if (queue.tryRename(queue.leaseFile(lease), queue.jobFile(where, lease.job))) {
     log(`${lease.job}: ${where} (${why})`);
+    // For status.js: how it ended and after how many claims (best effort, after the fact).
+    const note = { why, attempts: lease.token, sends: lease.sends };
+    queue.writeAtomic(queue.jobFile('notes', lease.job), JSON.stringify(note));
   } else {
     log(`${lease.job}: lease lost before it could move to ${where}; the new owner finishes it`);
   }
@@ -185,7 +201,7 @@ async function runJob(claimed) {
   let lease = claimed;
   const { job } = lease;
   const doc = JSON.parse(fs.readFileSync(queue.leaseFile(lease), 'utf8'));
-  const base = providerUrl(doc.provider || 'billing');
+  const target = provider(doc.provider || 'billing');
   const key = idempotencyKey(lease);
   const owned = (changes) => {
     const next = renew(lease, changes);
@@ -194,15 +210,17 @@ async function runJob(claimed) {
   };
 
   await failpoint('after_claim', job, lease.token);
-  if (!base) return finish(lease, 'dead', `no provider URL for ${doc.provider}`);
+  if (!target.url) return finish(lease, 'dead', `no provider URL for ${doc.provider}`);
   if (fs.existsSync(queue.jobFile('results', job))) {
     owned();
     return finish(lease, 'done', 'result already written by an earlier attempt');
   }
 
   // What we know about the provider's side: nothing sent yet, or an earlier write whose
-  // outcome we could not observe (a crashed owner sent one: lease.sends > 0).
-  let state = lease.sends > 0 ? 'unknown' : 'not_sent';
+  // outcome we could not observe (a crashed owner sent one: lease.sends > 0; or the state
+  // directory was restored and the count may be stale: a reconcile mark).
+  const restored = fs.existsSync(queue.jobFile('reconcile', job));
+  let state = lease.sends > 0 || restored ? 'unknown' : 'not_sent';
   let response = null;
   let unavailable = 0;
   let failures = 0;
@@ -210,7 +228,7 @@ async function runJob(claimed) {
     if (state === 'unknown') {
       await failpoint('before_reconcile', job, lease.token);
       owned();
-      const found = await lookup(base, key, job);
+      const found = await lookup(target, key, job);
       await failpoint('after_reconcile', job, lease.token);
       if (found.state === 'confirmed') {
         response = found.response;
@@ -220,6 +238,8 @@ async function runJob(claimed) {
         state = 'not_sent';
       } else if (found.state === 'unqueryable') {
         return finish(lease, 'review', 'unknown outcome and the provider cannot be asked');
+      } else if (found.state === 'conflict') {
+        return finish(lease, 'review', `unknown outcome and ${found.why}`);
       } else {
         // in flight at the provider, or the provider is unreachable: ask again later
         unavailable += found.state === 'unavailable' ? 1 : 0;
@@ -236,17 +256,7 @@ async function runJob(claimed) {
     await failpoint('before_external_call', job, lease.token);
     // Check the lease before calling out, and count the write durably before it is sent.
     owned({ sends: lease.sends + 1 });
-    const res = await exchange(
-      'POST',
-      `${base}/v1/effects`,
-      {
-        'Content-Type': 'application/json',
-        'Idempotency-Key': key,
-        'X-Worker-Id': WORKER,
-        'X-Fencing-Token': String(lease.token),
-      },
-      JSON.stringify(doc.body),
-    );
+    const res = await send(target, key, lease, doc.body);
     if (res.status === 200 || res.status === 201) {
       await failpoint('after_external_call', job, lease.token);
       response = { status: res.status, body: safeJson(res.body) };
@@ -254,6 +264,8 @@ async function runJob(claimed) {
       log(`${job}: outcome unknown (${res.error || '409 in flight'}); reconcile before any retry`);
       state = 'unknown';
       await sleep(backoff(1));
+    } else if (res.status === 422) {
+      return finish(lease, 'review', `the key holds another payload: ${res.body.slice(0, 200)}`);
     } else if (res.status >= 500) {
       failures += 1;
       log(`${job}: failed before commit (${res.status}); write ${lease.sends} of ${MAX_ATTEMPTS}`);
@@ -272,17 +284,63 @@ async function runJob(claimed) {
   return finish(lease, 'done', `effect confirmed with key ${key}`);
 }
 
-async function lookup(base, key, job) {
-  const q = `idempotency_key=${encodeURIComponent(key)}&job_id=${encodeURIComponent(job)}`;
-  const res = await exchange('GET', `${base}/v1/effects?${q}`, { 'X-Worker-Id': WORKER });
+// The one write of a job: by key to an idempotent provider, with the marker otherwise.
+function send(target, key, lease, body) {
+  const headers = {
+    'Content-Type': 'application/json',
+    'X-Worker-Id': WORKER,
+    'X-Fencing-Token': String(lease.token),
+  };
+  if (target.kind === 'idempotent') {
+    headers['Idempotency-Key'] = key;
+    return exchange('POST', `${target.url}/v1/effects`, headers, JSON.stringify(body));
+  }
+  const marked = JSON.stringify({ ...body, client_marker: key });
+  return exchange('POST', `${target.url}/v1/sends`, headers, marked);
+}
+
+async function lookup(target, key, job) {
+  if (target.kind === 'unqueryable') return { state: 'unqueryable' };
+  const idem = target.kind === 'idempotent';
+  const param = idem ? 'idempotency_key' : 'client_marker';
+  const q = `${param}=${encodeURIComponent(key)}&job_id=${encodeURIComponent(job)}`;
+  const path = idem ? 'effects' : 'sends';
+  const res = await exchange('GET', `${target.url}/v1/${path}?${q}`, { 'X-Worker-Id': WORKER });
   if (res.status === 200) {
-    const doc = safeJson(res.body) || {};
-    if (doc.state === 'completed') return { state: 'confirmed', response: doc.response };
+    const doc = safeJson(res.body);
+    if (!idem) {
+      // A plain provider answers every send with this marker: none, one, or (a bug
+      // somewhere) several, which no retry can repair.
+      if (!Array.isArray(doc)) return { state: 'unavailable' };
+      if (doc.length === 0) return { state: 'not_found' };
+      if (doc.length === 1) return { state: 'confirmed', response: { status: 201, body: doc[0] } };
+      return { state: 'conflict', why: `${doc.length} sends carry the marker ${key}` };
+    }
+    if (doc && doc.state === 'completed') {
+      const status = (doc.response && doc.response.status) || 0;
+      if (status >= 200 && status < 300) return { state: 'confirmed', response: doc.response };
+      return { state: 'conflict', why: `the key holds a stored ${status}` };
+    }
     return { state: 'in_flight' };
   }
-  if (res.status === 404) return { state: 'not_found' };
+  if (res.status === 404 && idem) return { state: 'not_found' };
   if (res.status === 501) return { state: 'unqueryable' };
   return { state: 'unavailable' };
+}
+
+// After a restore of the state directory the queue's counts of writes may be older than
+// the provider's truth: mark every unfinished job to be reconciled before its next write.
+function markForReconcile() {
+  let marked = 0;
+  for (const name of queue.list('jobs')) {
+    const job = decodeURIComponent(name.slice(0, -'.json'.length));
+    const ended = ['done', 'dead', 'review'].some((d) => fs.existsSync(queue.jobFile(d, job)));
+    if (!ended) {
+      queue.writeAtomic(queue.jobFile('reconcile', job), '{}');
+      marked += 1;
+    }
+  }
+  return marked;
 }
 
 function backoff(n) {
@@ -302,6 +360,7 @@ function safeJson(text) {
 async function main() {
   queue.ensureDirs();
   log(`started (pid ${process.pid}, lease ${LEASE_MS} ms${bugs.size ? `, bug ${[...bugs]}` : ''})`);
+  if (RECOVERY) log(`recovery: ${markForReconcile()} unfinished jobs reconcile before any write`);
   for (;;) {
     const lease = claim();
     if (!lease) {
