@@ -7,7 +7,16 @@ import nox
 nox.options.default_venv_backend = "none"  # use the interpreter crashpoint is installed in
 nox.options.sessions = ["tests"]
 
-SOURCES = ["harness", "scenarios", "fake_providers", "reports", "tests", "benchmarks", "noxfile.py"]
+SOURCES = [
+    "harness",
+    "scenarios",
+    "fake_providers",
+    "reports",
+    "tests",
+    "benchmarks",
+    "examples",
+    "noxfile.py",
+]
 
 
 @nox.session
