@@ -9,6 +9,7 @@ What each command does is in ``harness.commands``, imported when the command run
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from harness.contract.vocabulary import VERSION as __version__
 LEDGERS = ("sqlite", "postgres")
 BACKENDS = ("process", "docker")
 SIGNALS = ("SIGKILL", "SIGTERM", "SIGSTOP")
+LANGS = ("python", "node", "go", "shell")
 #: 128 + SIGINT, as a shell reports a command stopped by Ctrl-C.
 INTERRUPTED = 130
 
@@ -42,58 +44,181 @@ class _Group(click.Group):
             sys.exit(INTERRUPTED)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=_Group,
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+    epilog="Start with `crashpoint demo`; for your own worker, `crashpoint init`. "
+    "`crashpoint COMMAND -h` explains each command.",
+)
 @click.version_option(__version__, prog_name="crashpoint")
 def main() -> None:
-    """Prove that a job worker produces each side effect exactly once."""
+    """Prove that a job worker produces each side effect exactly once.
+
+    Exit codes: 0 all held, 1 a violation, 2 usage or configuration error, 3 inconclusive
+    or missing infrastructure, 130 interrupted.
+    """
+
+
+def _complete_scenarios(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    from scenarios.table import SCENARIOS
+
+    return [s.name for s in SCENARIOS if s.name.startswith(incomplete)]
+
+
+def _complete_points(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    from scenarios.table import SCENARIOS
+
+    points = dict.fromkeys(p for s in SCENARIOS for p in s.points)
+    return [p for p in points if p.startswith(incomplete)]
+
+
+def _complete_mutants(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    from scenarios.mutants import MUTANTS
+
+    return [m for m in MUTANTS if m.startswith(incomplete)]
+
+
+def _out_option(default: str) -> Callable[[click.decorators.FC], click.decorators.FC]:
+    return click.option(
+        "--out",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path(default),
+        metavar="DIR",
+        help="Where results.json, index.html and junit.xml go.",
+    )
 
 
 def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
     options = [
-        click.option("--scenario", "scenarios", multiple=True, help="Only this scenario."),
-        click.option("--point", "points", multiple=True, help="Only this injection point."),
+        click.option(
+            "--scenario",
+            "scenarios",
+            multiple=True,
+            metavar="NAME",
+            shell_complete=_complete_scenarios,
+            help="Only this scenario (repeatable; crashpoint points).",
+        ),
+        click.option(
+            "--point",
+            "points",
+            multiple=True,
+            metavar="NAME",
+            shell_complete=_complete_points,
+            help="Only this injection point (repeatable).",
+        ),
         click.option(
             "--provider",
             "providers",
             multiple=True,
             type=click.Choice(PROVIDER_KINDS),
-            help="Only this provider kind.",
+            metavar="KIND",
+            help="Only this kind: idempotent, plain, unqueryable.",
         ),
         click.option(
-            "--signal", "signals", multiple=True, type=click.Choice(SIGNALS), help="Only this."
+            "--signal",
+            "signals",
+            multiple=True,
+            type=click.Choice(SIGNALS),
+            metavar="SIG",
+            help="Only this signal: SIGKILL, SIGTERM or SIGSTOP.",
         ),
-        click.option("--ledger", type=click.Choice(LEDGERS), default="sqlite", show_default=True),
         click.option(
-            "--backend", type=click.Choice(BACKENDS), default="process", show_default=True
+            "--ledger",
+            type=click.Choice(LEDGERS),
+            default="sqlite",
+            help="The reference worker's ledger store.",
         ),
-        click.option("--seed", type=int, default=None, help="Run seed (default: random)."),
         click.option(
-            "--out",
-            type=click.Path(file_okay=False, path_type=Path),
-            default=Path("crashpoint-out"),
-            show_default=True,
+            "--backend",
+            type=click.Choice(BACKENDS),
+            default="process",
+            help="Local processes, or containers.",
         ),
-        click.option("--strict", is_flag=True, help="Fail (exit 3) on skipped trials too."),
-        click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True),
-        click.option("--shard", default=None, help="Run shard i/n of the cells (e.g. 1/4)."),
-        click.option("--lease-ttl-s", type=click.FloatRange(0.1, 60), default=None),
-        click.option("--pg-dsn", envvar="CRASHPOINT_PG_DSN", default=None),
+        click.option(
+            "--seed",
+            type=int,
+            default=None,
+            metavar="N",
+            help="Seed of the run, for replay.  [default: random]",
+        ),
+        _out_option("crashpoint-out"),
+        click.option("--strict", is_flag=True, help="Exit 3 on skipped trials too."),
+        click.option(
+            "--jobs",
+            "-j",
+            type=click.IntRange(1, 64),
+            default=1,
+            metavar="N",
+            help="Trials run at once.",
+        ),
+        click.option(
+            "--shard",
+            default=None,
+            metavar="I/N",
+            help="Only shard I of N of the cells, e.g. 2/4.",
+        ),
+        click.option(
+            "--lease-ttl-s",
+            type=click.FloatRange(0.1, 60),
+            default=None,
+            metavar="SECONDS",
+            help="The workers' lease.  [default: the target's]",
+        ),
+        click.option(
+            "--pg-dsn",
+            envvar="CRASHPOINT_PG_DSN",
+            show_envvar=True,
+            default=None,
+            metavar="DSN",
+            help="PostgreSQL for --ledger postgres.  [default: the install script's]",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
     return f
 
 
-@main.command()
-@click.option("-c", "--config", "config_path", type=click.Path(path_type=Path), default=None)
-@click.option("--target", default="reference", show_default=True)
-@click.option("--mutant", default=None, help="Run the reference worker with this bug.")
+@main.command(
+    epilog="\b\nExamples:\n"
+    "  crashpoint run --scenario crash_after_external_success --seed 7\n"
+    "  crashpoint run --mutant fresh_key_per_attempt     # a known bug: exit 1\n"
+    "  crashpoint run -c crashpoint.toml -j 2"
+)
 @click.option(
-    "--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Whole runs."
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Your worker's crashpoint.toml (see crashpoint init).",
+)
+@click.option(
+    "--target",
+    default="reference",
+    metavar="NAME",
+    help="The built-in worker, when there is no -c.",
+)
+@click.option(
+    "--mutant",
+    default=None,
+    metavar="NAME",
+    shell_complete=_complete_mutants,
+    help="Plant this bug in the reference worker.",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(1, 1000),
+    default=1,
+    metavar="N",
+    help="Run the selection N times.",
 )
 @_matrix_options
 def run(config_path: Path | None, target: str, mutant: str | None, repeat: int, **kw: Any) -> None:
-    """Run the injection matrix against a target and write results.json and a report."""
+    """Run the injection matrix on a worker; write a report.
+
+    Each cell (scenario x point x provider x signal) is one trial.
+    """
     from harness.commands.matrix import MatrixOptions
     from harness.commands.run import run_command
 
@@ -106,7 +231,11 @@ def run(config_path: Path | None, target: str, mutant: str | None, repeat: int, 
 @main.command()
 @_matrix_options
 def selftest(**kw: Any) -> None:
-    """Run the correct reference worker and every mutant; print the kill matrix."""
+    """Run the reference worker and every mutant: kill matrix.
+
+    Exit 0 when the correct worker holds every cell and each mutant is caught by at
+    least one: the harness is only as good as the bugs it catches.
+    """
     from harness.commands.matrix import MatrixOptions
     from harness.commands.selftest import selftest_command
 
@@ -114,39 +243,62 @@ def selftest(**kw: Any) -> None:
 
 
 @main.command()
+@_out_option("crashpoint-demo")
 @click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("crashpoint-demo"),
-    show_default=True,
+    "--seed", type=int, default=None, metavar="N", help="Seed of the run.  [default: random]"
 )
-@click.option("--seed", type=int, default=None)
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=2, show_default=True)
+@click.option(
+    "--jobs", "-j", type=click.IntRange(1, 64), default=2, metavar="N", help="Trials run at once."
+)
 def demo(out: Path, seed: int | None, jobs: int) -> None:
-    """Run the full matrix on the embedded default and write the HTML report."""
+    """Run every cell on the reference worker; HTML report.
+
+    Needs nothing beyond Python: SQLite ledger, local processes; network scenarios are
+    skipped without Toxiproxy.
+    """
     from harness.commands.demo import demo_command
 
     sys.exit(demo_command(out=out, seed=seed, jobs=jobs))
 
 
 @main.command()
-def points() -> None:
-    """List the scenarios, their injection points, providers and signals."""
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the table as JSON: every field of every scenario.",
+)
+def points(as_json: bool) -> None:
+    """List the scenarios and their injection points.
+
+    With their provider kinds, signals, expected result and recovery; the names are
+    what --scenario and --point take.
+    """
     from harness.commands.points import points_command
 
-    points_command()
+    points_command(as_json=as_json)
 
 
-@main.command()
+@main.command(
+    epilog="\b\nExample:\n  crashpoint report shard1/results.json shard2/results.json --out all"
+)
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option(
-    "--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Directory."
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    metavar="DIR",
+    help="Where the merged results.json and report go.",
 )
 @click.option(
     "--self-contained", is_flag=True, help="Write one self-contained index.html instead of pages."
 )
 def report(results: tuple[Path, ...], out: Path, self_contained: bool) -> None:
-    """Merge results.json files (shards) and regenerate the HTML, JUnit and Markdown."""
+    """Merge results.json files; write the report again.
+
+    RESULTS are results.json files (shards of one run, or repeated runs); the HTML,
+    JUnit and Markdown are written from the merge.
+    """
     from harness.commands.report import report_command
 
     report_command(results, out=out, self_contained=self_contained)
@@ -154,15 +306,19 @@ def report(results: tuple[Path, ...], out: Path, self_contained: bool) -> None:
 
 @main.command()
 @click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--trial", "trial_ids", multiple=True, help="Trial id (default: all not held).")
 @click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("crashpoint-replay"),
-    show_default=True,
+    "--trial",
+    "trial_ids",
+    multiple=True,
+    metavar="ID",
+    help="Replay this trial id (repeatable).  [default: every trial that did not hold]",
 )
+@_out_option("crashpoint-replay")
 def replay(results: Path, trial_ids: tuple[str, ...], out: Path) -> None:
-    """Run trials of a results.json again from their seeds and compare the verdicts."""
+    """Run stored trials again from their seeds; compare verdicts.
+
+    RESULTS is a results.json; each of its trials carries the command that replays it.
+    """
     from harness.commands.replay import replay_file
 
     sys.exit(replay_file(results, trial_ids=trial_ids, out=out))
@@ -170,20 +326,76 @@ def replay(results: Path, trial_ids: tuple[str, ...], out: Path) -> None:
 
 @main.command()
 def doctor() -> None:
-    """Say what is available here and how to get what is missing."""
+    """Say what is here and how to get what is missing."""
     from harness.commands.doctor import run_doctor
 
     sys.exit(run_doctor())
 
 
+@main.command(epilog="\b\nExample:\n  cd my-worker && crashpoint init --lang node")
+@click.option(
+    "--lang",
+    type=click.Choice(LANGS),
+    default=None,
+    help="The worker's language.  [default: guessed from the files here]",
+)
+@click.option("--force", is_flag=True, help="Overwrite files that already exist.")
+@click.option(
+    "--pyproject",
+    is_flag=True,
+    help="Add a [tool.crashpoint] table to ./pyproject.toml instead of crashpoint.toml.",
+)
+def init(lang: str | None, force: bool, pyproject: bool) -> None:
+    """Write a commented crashpoint.toml for the worker here.
+
+    Also copies the failpoint client for its language beside it and prints the
+    commands to run next. Values it cannot guess are left in <angle brackets>.
+    """
+    from harness.commands.init import init_command
+
+    sys.exit(init_command(Path.cwd(), lang=lang, force=force, pyproject=pyproject))
+
+
+@main.command("check-config")
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="The configuration.  [default: ./crashpoint.toml, else ./pyproject.toml]",
+)
+@click.option(
+    "--timeout-s",
+    type=click.FloatRange(1, 600),
+    default=15.0,
+    metavar="SECONDS",
+    help="How long to wait for the job to finish.",
+)
+def check_config(config_path: Path | None, timeout_s: float) -> None:
+    """Check a configuration by starting its worker once.
+
+    Before any fault is injected, starts a fake provider for each [[providers]]
+    entry, enqueues one job and says whether the worker read its provider URL, used
+    the failpoint socket, reported the job's outcome and made exactly one effect.
+    Exit 0 when all is well, 2 otherwise.
+    """
+    from harness.commands.check_config import check_config_command
+
+    sys.exit(check_config_command(config_path, timeout_s=timeout_s))
+
+
 @main.group()
 def provider() -> None:
-    """Fake providers: run one in the foreground."""
+    """Run one fake provider in the foreground."""
 
 
 def _register_provider_serve() -> None:
     from fake_providers.cli import serve
 
+    # Its docstring's first sentence is cut in the 80-column listing; this one fits.
+    serve.short_help = "Serve one provider until SIGTERM; prints its URL."
     provider.add_command(serve)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from harness.contract.vocabulary import Verdict
 from harness.verdict import TrialResult
@@ -66,31 +67,69 @@ def progress_printer(total: int, label: str) -> tuple[Progress | None, Advance]:
     return None, line
 
 
-def print_summary(doc: Mapping[str, Any], out: Path) -> None:
+def print_summary(doc: Mapping[str, Any], out: Path, *, to: Console | None = None) -> None:
+    """The run's trials and tally. Trial ids are what ``replay --trial`` takes, so they
+    are never cut: a table where they fit whole, one line per trial where they do not."""
+    to = to or console
     s = doc["summary"]
-    table = Table(title=f"crashpoint {doc['command']} — seed {doc['seed']}", show_lines=False)
-    for col in ("trial", "verdict", "violations", "s"):
-        table.add_column(col)
-    for t in doc["trials"]:
-        verdict = Verdict(t["verdict"])
-        if verdict == Verdict.HELD and s["total"] > LONG_RUN:
-            continue  # long runs list only what needs attention
-        table.add_row(
-            t["id"],
-            f"[{STYLE[verdict]}]{GLYPH[verdict]} {verdict}[/]",
-            ", ".join(sorted({v["invariant"] for v in t["violations"]})) or (t["reason"] or ""),
-            f"{t['duration_s']:.2f}",
-        )
-    if table.row_count:
-        console.print(table)
-    console.print(
+    title = f"crashpoint {doc['command']} — seed {doc['seed']}"
+    rows = [
+        t
+        for t in doc["trials"]
+        # Long runs list only what needs attention.
+        if not (Verdict(t["verdict"]) == Verdict.HELD and s["total"] > LONG_RUN)
+    ]
+    if rows:
+        widest = max(len(t["id"]) for t in rows)
+        if widest + _SUMMARY_COLUMNS <= to.width:
+            to.print(_summary_table(title, rows, id_width=widest))
+        else:
+            to.print(title, style="italic", markup=False, highlight=False)
+            for t in rows:
+                verdict = Verdict(t["verdict"])
+                line = Text.assemble(
+                    (f"{GLYPH[verdict]} {verdict:<12}", STYLE[verdict]),
+                    f" {t['duration_s']:6.2f} s  {t['id']}",
+                )
+                why = _why(t)
+                if why:
+                    line.append(f"  {why}")
+                to.print(line, soft_wrap=True, highlight=False)
+    to.print(
         f"{s['total']} trials: [green]{s['held']} held[/], [red]{s['violated']} violated[/], "
         f"[yellow]{s['inconclusive']} inconclusive[/], {s['skipped']} skipped "
         f"in {doc['duration_s']:.1f} s"
     )
     report = out / "index.html"
     where = report if report.exists() else out / "results.json"
-    console.print(f"report: {where}")
+    to.print(f"report: {where}", markup=False, highlight=False, soft_wrap=True)
+
+
+#: The summary table's columns besides the trial id (verdict, violations, seconds) and
+#: its borders: below this much room beside the widest id, trials go one per line.
+_SUMMARY_COLUMNS = 14 + 24 + 6 + 13
+
+
+def _summary_table(title: str, rows: list[Mapping[str, Any]], *, id_width: int) -> Table:
+    table = Table(title=title, show_lines=False)
+    table.add_column("trial", no_wrap=True, min_width=id_width)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("violations", overflow="fold")
+    table.add_column("s", justify="right", no_wrap=True)
+    for t in rows:
+        verdict = Verdict(t["verdict"])
+        table.add_row(
+            Text(t["id"]),
+            Text(f"{GLYPH[verdict]} {verdict}", style=STYLE[verdict]),
+            Text(_why(t)),
+            f"{t['duration_s']:.2f}",
+        )
+    return table
+
+
+def _why(t: Mapping[str, Any]) -> str:
+    """The violated invariants, or the reason a trial was not decided."""
+    return ", ".join(sorted({v["invariant"] for v in t["violations"]})) or (t["reason"] or "")
 
 
 def print_kill_matrix(doc: Mapping[str, Any]) -> None:

@@ -1,0 +1,23 @@
+# crashpoint's failpoint client for POSIX sh (docs/failpoints.md); needs socat(1).
+# Source it, then call:   failpoint after_claim "$job" "$attempt"
+# Unset CRASHPOINT_FAILPOINTS: returns at once. If the harness goes away: failpoints off.
+# It keeps one connection open through socat on file descriptors 8 and 9 (leave them be);
+# point and job must not hold quotes or backslashes (they are written into JSON as is).
+failpoint() {
+  [ -n "${CRASHPOINT_FAILPOINTS:-}" ] || return 0
+  if [ -z "${_fp_open:-}" ]; then
+    command -v socat >/dev/null 2>&1 || { echo "failpoint: no socat; failpoints off" >&2; CRASHPOINT_FAILPOINTS=; return 0; }
+    _fp_dir=$(mktemp -d) && mkfifo "$_fp_dir/in" "$_fp_dir/out" || { CRASHPOINT_FAILPOINTS=; return 0; }
+    socat - "UNIX-CONNECT:$CRASHPOINT_FAILPOINTS" <"$_fp_dir/in" >"$_fp_dir/out" 2>/dev/null &
+    exec 8>"$_fp_dir/in" 9<"$_fp_dir/out"
+    rm -r "$_fp_dir"  # the open descriptors keep both pipes alive
+    _fp_open=1
+  fi
+  _fp_worker=${CRASHPOINT_WORKER_ID:+,\"worker\":\"$CRASHPOINT_WORKER_ID\"}
+  # A subshell ignores SIGPIPE, so a harness that went away fails the write, not the worker.
+  if (trap '' PIPE; printf '{"point":"%s","job":"%s","attempt":%d,"pid":%d%s}\n' \
+      "$1" "$2" "$3" "$$" "$_fp_worker" >&8) 2>/dev/null && read -r _fp_reply <&9; then
+    return 0
+  fi
+  CRASHPOINT_FAILPOINTS=; exec 8>&- 9<&-
+}
