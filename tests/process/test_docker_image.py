@@ -129,6 +129,30 @@ def test_node_example_in_its_image_holds_every_non_network_cell(
     assert leftovers(scratch) == []
 
 
+NETWORK = ("ambiguous_timeout", "reset_after_commit", "provider_down_during_reconcile")
+
+
+@pytest.mark.toxiproxy
+def test_node_example_in_its_image_holds_the_network_cells(
+    client: Any, scratch: Path, tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    """The container shares the host's network, so it reaches Toxiproxy's proxies."""
+    out = tmp_path / "out"
+    argv = in_image(DOCKER_TOML, "-j", "2", "--seed", "7", "--out", str(out))
+    for name in NETWORK:
+        argv += ["--scenario", name]
+    done = run(argv, scratch)
+    trials = results(out)["trials"] if (out / "results.json").exists() else []
+    skipped = [t["reason"] for t in trials if t["verdict"] == "skipped"]
+    if skipped:
+        missing(pytestconfig, skipped[0])
+    assert done.returncode == 0, done.stderr
+    assert {t["scenario"] for t in trials} == set(NETWORK)
+    for t in trials:
+        assert (t["verdict"], t["backend"]) == ("held", "docker"), t["reason"]
+    assert leftovers(scratch) == []
+
+
 def test_node_example_with_a_fresh_key_per_attempt_is_caught_in_its_image(
     client: Any, scratch: Path, tmp_path: Path
 ) -> None:
