@@ -474,21 +474,23 @@ def sweep(run_id: str, client: Any = None) -> int:
             client.close()
 
 
-def user_binds(cwd: Path, env: Mapping[str, str], image: UserImage) -> dict[str, dict[str, str]]:
-    """Binds for a worker in the target's image: the trial's state directory and the
-    failpoint socket's directory read-write at the host's paths, then the target's mounts."""
+def user_binds(cwd: Path, env: Mapping[str, str], image: UserImage) -> list[str]:
+    """Binds (``host:container:mode``) for a worker in the target's image: the trial's
+    state directory and the failpoint socket's directory read-write at the host's paths,
+    then the target's mounts (one host path may be mounted at two places)."""
     wanted = [cwd]
     for raw, is_socket in ((env.get(STATE_DIR), False), (env.get(FAILPOINTS), True)):
         if raw:
             path = Path(raw).resolve()
             wanted.append(path.parent if is_socket else path)
-    binds: dict[str, dict[str, str]] = {}
-    for path in sorted(set(wanted), key=lambda p: len(p.parts)):
-        if not any(path.is_relative_to(Path(b)) for b in binds):
-            binds[str(path)] = {"bind": str(path), "mode": "rw"}
+    binds: list[Path] = []
+    for path in sorted(set(wanted), key=lambda p: (len(p.parts), str(p))):
+        if not any(path.is_relative_to(b) for b in binds):
+            binds.append(path)
+    out = [f"{path}:{path}:rw" for path in binds]
     for mount in image.settings.mounts:
-        binds[str(mount.source)] = {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
-    return binds
+        out.append(f"{mount.source}:{mount.target}:{'ro' if mount.read_only else 'rw'}")
+    return out
 
 
 def user_environment(env: Mapping[str, str], image: UserImage) -> dict[str, str]:

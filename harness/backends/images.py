@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -67,8 +68,9 @@ def check_local(ref: str, client: Any, *, config_path: Path) -> None:
         client.images.get(ref)
     except docker.errors.ImageNotFound:
         raise ConfigError(
-            f"{config_path}: target.docker.image {ref!r} is not in the local Docker engine; "
-            "build it (docker build -t REF DIR) or load it (docker load), crashpoint never pulls"
+            f"{config_path}: target.docker.image {json.dumps(ref)} is not in the local Docker "
+            "engine; build it (docker build -t REF DIR) or load it (docker load), "
+            "crashpoint never pulls"
         ) from None
     except docker.errors.APIError as exc:
         raise InfrastructureError(f"the Docker engine could not look up {ref!r}: {exc}") from exc
@@ -83,7 +85,7 @@ def build(directory: Path, client: Any, *, config_path: Path) -> str:
     with contextlib.suppress(docker.errors.ImageNotFound):
         client.images.get(ref)
         return ref
-    where = f"{config_path}: target.docker.build {str(directory)!r}"
+    where = f"{config_path}: target.docker.build {json.dumps(str(directory))}"
     try:
         image, _ = client.images.build(
             path=str(directory),

@@ -320,3 +320,28 @@ def test_sigkilled_harness_leaves_no_container_volume_or_run_image(
     build = client.images.get(f"{BUILD_REPO}:{context_hash(context, client)}")
     assert build.labels[CACHE_LABEL] == "build"
     client.images.remove(build.id, force=True)  # this test's own context: nobody reuses it
+
+
+@pytest.mark.parametrize(
+    ("table", "says"),
+    [
+        ('image = "crashpoint-no-such-image:1"', "target.docker.image"),
+        ("build = 'broken'", "target.docker.build"),
+    ],
+    ids=["image-not-local", "build-fails"],
+)
+def test_an_image_that_cannot_be_had_is_one_line_and_exit_2(
+    client: Any, table: str, says: str, scratch: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "Dockerfile").write_text(f"FROM {BASE}\nRUN exit 7\n")
+    config = variant(tmp_path)
+    config.write_text(config.read_text().replace(f"build = {json.dumps(str(EXAMPLE))}", table))
+    done = run(in_image(config, "--out", str(tmp_path / "out")), scratch)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"crashpoint: {config}: {says}"), lines[0]
+    assert not (tmp_path / "out" / "results.json").exists()
+    assert not client.containers.list(all=True, filters={"label": RUN_LABEL})

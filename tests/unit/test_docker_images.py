@@ -156,10 +156,11 @@ def test_a_worker_in_the_target_image_sees_only_its_trial(tmp_path: Path) -> Non
         "CRASHPOINT_PROVIDER_BILLING_URL": "http://127.0.0.1:4567",
         "LOG_LEVEL": "debug",
     }
-    assert made.kwargs["volumes"] == {
-        str(state.resolve()): {"bind": str(state.resolve()), "mode": "rw"},
-        str(fixtures): {"bind": "/fixtures", "mode": "ro"},
-    }
+    # The socket is in the state directory: one bind serves both.
+    assert made.kwargs["volumes"] == [
+        f"{state.resolve()}:{state.resolve()}:rw",
+        f"{fixtures}:/fixtures:ro",
+    ]
     assert (made.kwargs["working_dir"], made.kwargs["user"]) == ("/app", "1000:1000")
     assert made.kwargs["network_mode"] == "host"
     # Another user must be able to write the trial's state.
@@ -167,12 +168,19 @@ def test_a_worker_in_the_target_image_sees_only_its_trial(tmp_path: Path) -> Non
     backend.close()
 
 
-def test_the_socket_directory_is_bound_when_it_is_not_the_state_dir(tmp_path: Path) -> None:
+def test_the_socket_dir_is_bound_too_and_a_host_path_may_be_mounted_twice(
+    tmp_path: Path,
+) -> None:
     state, sockets = tmp_path / "state", tmp_path / "sockets"
     env = {"CRASHPOINT_STATE_DIR": str(state), "CRASHPOINT_FAILPOINTS": str(sockets / "fp.sock")}
-    binds = user_binds(state, env, image(tmp_path))
-    assert set(binds) == {str(state), str(sockets)}
-    assert all(b["mode"] == "rw" and b["bind"] == host for host, b in binds.items())
+    twice = (Mount(tmp_path, "/a", read_only=True), Mount(tmp_path, "/b"))
+    binds = user_binds(state, env, image(tmp_path, mounts=twice))
+    assert binds == [
+        f"{sockets}:{sockets}:rw",
+        f"{state}:{state}:rw",
+        f"{tmp_path}:/a:ro",
+        f"{tmp_path}:/b:rw",
+    ]
 
 
 def test_without_a_user_the_trial_dir_keeps_its_mode(tmp_path: Path) -> None:
@@ -241,7 +249,7 @@ def test_a_missing_local_image_is_a_config_error_naming_file_and_key(tmp_path: P
     with pytest.raises(ConfigError) as info:
         check_local("billing-worker:1", ImagesClient({}), config_path=path)
     message = str(info.value)
-    assert message.startswith(f"{path}: target.docker.image 'billing-worker:1' is not in")
+    assert message.startswith(f'{path}: target.docker.image "billing-worker:1" is not in')
     assert "crashpoint never pulls" in message
 
 
