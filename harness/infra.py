@@ -76,8 +76,8 @@ class RunInfra:
         if self.backend_name == "docker":
             from harness.backends.docker import DockerBackend
 
-            self.docker = DockerBackend
             self.versions["docker"] = docker_version().engine
+            self.docker = DockerBackend.for_target(self.command)
         if any(c.network for c in cells):
             self._start_toxiproxy()
 
@@ -129,7 +129,8 @@ class RunInfra:
         if self.command is not None:
             from harness.targets.command import CommandAdapter
 
-            return CommandAdapter(self.command, state_dir=state_dir)
+            in_image = self.backend_name == "docker" and self.command.docker is not None
+            return CommandAdapter(self.command, state_dir=state_dir, in_image=in_image)
         from harness.targets.reference import ReferenceAdapter
 
         if cell.ledger == "postgres":

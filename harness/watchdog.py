@@ -67,11 +67,12 @@ class Watchdog:
         self._send({"op": "forget_group", "pgid": pgid})
 
     def watch_containers(self) -> None:
-        """Remove every container labelled ``crashpoint.run=<run_id>`` if the harness dies."""
+        """Remove every container (and volume) labelled ``crashpoint.run=<run_id>`` if the
+        harness dies. Each backend that starts containers says so once."""
         self._send({"op": "containers"})
 
     def forget_containers(self) -> None:
-        """The harness removed the run's containers itself."""
+        """A backend removed its containers itself; the run's other backends still count."""
         self._send({"op": "forget_containers"})
 
     def watch_dir(self, path: str | Path) -> None:
@@ -125,7 +126,9 @@ class _Registry:
         self.run_id = run_id
         self.groups: dict[int, float | None] = {}
         self.dirs: set[str] = set()
-        self.containers = False
+        #: Backends with containers: concurrent trials share the run's label, and one
+        #: trial's clean close must not end the watch over another's containers.
+        self.containers = 0
 
     def apply(self, message: dict[str, Any]) -> None:
         op = message.get("op")
@@ -134,9 +137,9 @@ class _Registry:
         elif op == "forget_group":
             self.groups.pop(int(message["pgid"]), None)
         elif op == "containers":
-            self.containers = True
+            self.containers += 1
         elif op == "forget_containers":
-            self.containers = False
+            self.containers = max(0, self.containers - 1)
         elif op == "dir":
             self.dirs.add(str(message["path"]))
         elif op == "forget_dir":
@@ -175,7 +178,10 @@ def _remove_containers(run_id: str) -> None:
             all=True, filters={"label": f"{RUN_LABEL}={run_id}"}, ignore_removed=True
         ):
             with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True)
+                container.remove(force=True, v=True)  # v: anonymous volumes go too
+        for volume in client.volumes.list(filters={"label": f"{RUN_LABEL}={run_id}"}):
+            with contextlib.suppress(docker.errors.NotFound):
+                volume.remove(force=True)
         client.close()
     except Exception as exc:  # the engine may be gone too; nothing else to do from here
         print(f"watchdog: could not remove containers of run {run_id}: {exc}", file=sys.stderr)

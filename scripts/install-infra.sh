@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs and starts what the process tier needs: the Toxiproxy server, PostgreSQL,
 # Redis (the examples' broker), the Docker engine, headless Chromium and xmllint, socat (the
-# shell failpoint client's link to the harness's UNIX socket) and the Node.js dependencies
-# of examples/bullmq-worker. Idempotent: every step checks first.
-# Usage: scripts/install-infra.sh [toxiproxy|postgres|redis|npm|docker|browser|socat|all]...
+# shell failpoint client's link to the harness's UNIX socket), the Node.js dependencies of
+# examples/bullmq-worker, and the Debian test image the [target.docker] tests run in
+# (scripts/build-test-image.sh; needs the engine). Idempotent: every step checks first.
+# Usage: scripts/install-infra.sh [toxiproxy|postgres|redis|npm|docker|browser|socat|image|all]...
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -114,6 +115,12 @@ socat_tool() {
   log "socat: $(socat -V | grep -m1 'socat version' || echo missing)"
 }
 
+test_image() {
+  apt_install debootstrap
+  # Cached: the image in the engine, the root's tarball in $cache (kept between CI runs).
+  CRASHPOINT_CACHE=$cache bash "$here/build-test-image.sh" >/dev/null
+}
+
 [ $# -eq 0 ] && set -- all
 for what in "$@"; do
   case $what in
@@ -124,7 +131,8 @@ for what in "$@"; do
     docker) timed docker docker_engine ;;
     browser) timed browser browser ;;
     socat) timed socat socat_tool ;;
-    all) apt_install bc; timed toxiproxy toxiproxy; timed postgres postgres; timed redis redis; timed npm npm_deps; timed docker docker_engine; timed browser browser; timed socat socat_tool ;;
-    *) log "unknown component '$what' (expected toxiproxy, postgres, redis, npm, docker, browser, socat or all)"; exit 2 ;;
+    image) timed image test_image ;;
+    all) apt_install bc; timed toxiproxy toxiproxy; timed postgres postgres; timed redis redis; timed npm npm_deps; timed docker docker_engine; timed browser browser; timed socat socat_tool; timed image test_image ;;
+    *) log "unknown component '$what' (expected toxiproxy, postgres, redis, npm, docker, browser, socat, image or all)"; exit 2 ;;
   esac
 done

@@ -13,13 +13,25 @@ once); any other signal goes through the engine to the init process, which forwa
 the worker, and from the host to the worker's descendants, as the process backend does.
 Exit statuses are reported like :mod:`subprocess`: the engine's ``128+N`` becomes ``-N``
 when we sent signal ``N``.
+
+A command target with ``[target.docker]`` runs in its own image instead (see
+:mod:`harness.backends.images`): nothing of the host is mounted but the trial's state
+directory and the failpoint socket's directory, at the same paths as outside, and the
+target's own mounts; the worker gets the trial's ``CRASHPOINT_*`` variables and the
+target's ``env``, never the harness's own environment (its ``PATH`` or ``PYTHONPATH``
+mean nothing in another root). Loopback provider URLs work because of the host network.
+
+Container names carry the backend's own id besides the run's: concurrent trials of one
+run each have a backend and the same worker names, and must not collide.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
+import os
 import re
 import signal
 import site
@@ -28,7 +40,7 @@ import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +48,18 @@ import psutil
 
 import harness
 from harness.backends.base import Backend, WorkerHandle, describe_exit, signal_name
+from harness.backends.images import UserImage
+from harness.contract.env import FAILPOINTS, STATE_DIR
 from harness.contract.errors import InfrastructureError
 from harness.history import History
 from harness.watchdog import RUN_LABEL, Watchdog
 
+if TYPE_CHECKING:
+    from harness.targets.config import CommandConfig
+
 WORKER_LABEL = "crashpoint.worker"
+#: Which backend (one per trial) started the container: its close removes only its own.
+BACKEND_LABEL = "crashpoint.backend"
 _DIRS = ("sbin", "tmp", "proc", "sys", "dev", "root", "etc", "usr", "run", "var/tmp")
 _LINKS = {"bin": "usr/bin", "lib": "usr/lib", "lib64": "usr/lib64"}
 IMAGE_REPO = "crashpoint-worker"
@@ -251,6 +270,7 @@ class DockerHandle:
                 pid=self._pid,
                 returncode=self._returncode,
                 status=describe_exit(self._returncode),
+                container=self.container.short_id,
             )
         self._exited.set()
 
@@ -265,7 +285,8 @@ class DockerHandle:
             return
         self._exited.wait(10.0)
         with contextlib.suppress(Exception):
-            self.container.remove(force=True)
+            # v: an anonymous volume (an image's VOLUME) goes with its container.
+            self.container.remove(force=True, v=True)
         self._removed = True
 
 
@@ -283,16 +304,36 @@ class DockerBackend:
         init: bool = True,
         extra_binds: Mapping[str, str] | None = None,
         client: Any = None,
+        image: UserImage | None = None,
     ) -> None:
         self._history = history
         self._watchdog = watchdog
         self.run_id = run_id or (watchdog.run_id if watchdog else uuid.uuid4().hex[:12])
+        #: This backend's own id: in container names and labels, apart from its run's.
+        self.instance = uuid.uuid4().hex[:8]
+        self.user_image = image
         self._init = init
         self._extra_binds = dict(extra_binds or {})
         self._client = client
         self._image: str | None = None
         self._handles: list[DockerHandle] = []
         self._watching = False
+
+    @classmethod
+    def for_target(cls, command: CommandConfig | None) -> Callable[..., DockerBackend]:
+        """Makes the run's backends: in the target's own image when it declares
+        ``[target.docker]`` (checked or built here, once, before any trial), else in
+        crashpoint's image."""
+        if command is None or command.docker is None:
+            return cls
+        from harness.backends.images import prepare
+
+        client = connect()
+        try:
+            image = prepare(command, client)
+        finally:
+            client.close()
+        return functools.partial(cls, image=image)
 
     @property
     def client(self) -> Any:
@@ -311,29 +352,44 @@ class DockerBackend:
         import docker.errors
 
         cwd = Path(cwd).resolve()
-        if self._image is None:
-            self._image = ensure_image(self.client)
         if self._watchdog is not None and not self._watching:
             self._watchdog.watch_containers()
             self._watching = True
         safe = re.sub(r"[^A-Za-z0-9_.-]", "-", name)
-        try:
-            container = self.client.containers.run(
-                self._image,
-                command=list(argv),
-                detach=True,
-                name=f"crashpoint-{self.run_id}-{safe}-{len(self._handles)}",
-                labels={RUN_LABEL: self.run_id, WORKER_LABEL: name},
+        run: dict[str, Any] = {
+            "command": list(argv),
+            "detach": True,
+            "name": f"crashpoint-{self.run_id}-{self.instance}-{safe}-{len(self._handles)}",
+            "labels": {RUN_LABEL: self.run_id, BACKEND_LABEL: self.instance, WORKER_LABEL: name},
+            "network_mode": "host",
+            "init": self._init,
+        }
+        mine = self.user_image
+        if mine is None:
+            if self._image is None:
+                self._image = ensure_image(self.client)
+            image = self._image
+            run.update(
                 environment=dict(env),
                 working_dir=str(cwd),
                 volumes=host_binds(cwd, self._extra_binds),
-                network_mode="host",
-                init=self._init,
             )
+        else:
+            image = mine.ref
+            _open_to(mine.settings.user, cwd, env)
+            run.update(
+                environment=user_environment(env, mine),
+                working_dir=mine.settings.workdir or str(cwd),
+                volumes=user_binds(cwd, env, mine),
+            )
+            if mine.settings.user is not None:
+                run["user"] = mine.settings.user
+        try:
+            container = self.client.containers.run(image, **run)
         except docker.errors.DockerException as exc:
             raise InfrastructureError(
-                f"could not start worker {name!r} in a container (argv {list(argv)!r}): {exc}; "
-                "check `crashpoint doctor` for the Docker engine"
+                f"could not start worker {name!r} in a container of {image} "
+                f"(argv {list(argv)!r}): {exc}; check `crashpoint doctor` for the Docker engine"
             ) from exc
         handle = DockerHandle(name, container, init=self._init, cwd=cwd, history=self._history)
         self._handles.append(handle)
@@ -346,7 +402,8 @@ class DockerBackend:
                 pid=handle.pid,
                 backend=self.name,
                 argv=list(argv),
-                container=container.name,
+                container=container.short_id,
+                image=image,
             )
         return handle
 
@@ -354,15 +411,18 @@ class DockerBackend:
         return list(self._handles)
 
     def close(self, timeout_s: float = 2.0) -> None:
-        """Stop every container of this backend and remove all of this run's containers."""
+        """Stop every container of this backend and remove any it left (not those of the
+        run's other trials, which may be running at this moment)."""
         for handle in self._handles:
             handle.stop(timeout_s)
         if self._client is not None:
             with contextlib.suppress(Exception):
                 for leftover in self._client.containers.list(
-                    all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}, ignore_removed=True
+                    all=True,
+                    filters={"label": f"{BACKEND_LABEL}={self.instance}"},
+                    ignore_removed=True,
                 ):
-                    leftover.remove(force=True)
+                    leftover.remove(force=True, v=True)
             self._client.close()
             self._client = None
         if self._watchdog is not None and self._watching:
@@ -404,11 +464,51 @@ def sweep(run_id: str, client: Any = None) -> int:
         )
         for container in found:
             with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True)
+                container.remove(force=True, v=True)
+        for volume in client.volumes.list(filters={"label": f"{RUN_LABEL}={run_id}"}):
+            with contextlib.suppress(docker.errors.NotFound):
+                volume.remove(force=True)
         return len(found)
     finally:
         if own:
             client.close()
+
+
+def user_binds(cwd: Path, env: Mapping[str, str], image: UserImage) -> list[str]:
+    """Binds (``host:container:mode``) for a worker in the target's image: the trial's
+    state directory and the failpoint socket's directory read-write at the host's paths,
+    then the target's mounts (one host path may be mounted at two places)."""
+    wanted = [cwd]
+    for raw, is_socket in ((env.get(STATE_DIR), False), (env.get(FAILPOINTS), True)):
+        if raw:
+            path = Path(raw).resolve()
+            wanted.append(path.parent if is_socket else path)
+    binds: list[Path] = []
+    for path in sorted(set(wanted), key=lambda p: (len(p.parts), str(p))):
+        if not any(path.is_relative_to(b) for b in binds):
+            binds.append(path)
+    out = [f"{path}:{path}:rw" for path in binds]
+    for mount in image.settings.mounts:
+        out.append(f"{mount.source}:{mount.target}:{'ro' if mount.read_only else 'rw'}")
+    return out
+
+
+def user_environment(env: Mapping[str, str], image: UserImage) -> dict[str, str]:
+    """The trial's ``CRASHPOINT_*`` variables and the target's ``env`` (the schema keeps
+    ``CRASHPOINT_*`` out of it, so the trial's are never overridden)."""
+    out = {k: v for k, v in env.items() if k.startswith("CRASHPOINT_")}
+    out.update(image.settings.env)
+    return out
+
+
+def _open_to(user: str | None, cwd: Path, env: Mapping[str, str]) -> None:
+    """A worker running as another user must write its state and reach the socket."""
+    if user is None or user in ("0", "root") or user.startswith(("0:", "root:")):
+        return
+    for raw in (str(cwd), env.get(STATE_DIR), env.get(FAILPOINTS)):
+        if raw:
+            with contextlib.suppress(OSError):
+                os.chmod(raw, 0o777)  # noqa: S103 (a per-trial temp dir, removed with the trial)
 
 
 if TYPE_CHECKING:  # the seam is structural: let the type checker prove conformance

@@ -2,10 +2,13 @@
 keys and its checks are in :mod:`harness.targets.config`).
 
 Arguments naming a file beside ``crashpoint.toml`` are made absolute, because the worker
-runs in the trial's fresh state directory. Without a ledger the oracle judges from
-provider truth alone, and a trial is quiescent once every job has an effect and the
-provider has been quiet for longer than a lease (a crashed worker's job is taken over
-only once its lease has run out, so a shorter silence is not the end).
+runs in the trial's fresh state directory; a worker in the target's own image
+(``[target.docker]`` under ``--backend docker``) gets its command as written, since its
+paths are the image's (the enqueue and status commands run on the host either way).
+Without a ledger the oracle judges from provider truth alone, and a trial is quiescent
+once every job has an effect and the provider has been quiet for longer than a lease (a
+crashed worker's job is taken over only once its lease has run out, so a shorter silence
+is not the end).
 
 The enqueue and status commands are the user's: when one fails, that is the
 configuration's problem, so it is a :class:`ConfigError` (exit 2) naming the command and
@@ -48,10 +51,12 @@ QUIET_LEASES = 1.5
 class CommandAdapter:
     """A :class:`~harness.target.TargetAdapter` for a worker described by a config."""
 
-    def __init__(self, config: CommandConfig, *, state_dir: Path) -> None:
+    def __init__(self, config: CommandConfig, *, state_dir: Path, in_image: bool = False) -> None:
         self.provider_name = config.providers[0].name
         self.config = config
         self.state_dir = state_dir
+        #: The workers run in the target's own image: their argv is the image's, as written.
+        self.in_image = in_image
         self.client: Any = None
         self.env: dict[str, str] = {}
         self._last_arrivals = -1
@@ -163,6 +168,8 @@ class CommandAdapter:
         )
 
     def worker_argv(self) -> list[str]:
+        if self.in_image:
+            return list(self.config.command)
         return self._abs(self.config.command)
 
     def worker_env(

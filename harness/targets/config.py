@@ -12,6 +12,12 @@ max_attempts = 6                      # optional: the worker's own retry cap
 status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
 [target.ledger]                       # optional
 dsn = "sqlite:///state/ledger.db"
+[target.docker]                       # optional: --backend docker runs workers in this image
+build = "."                           # a directory with a Dockerfile (or image = "ref:tag")
+env = { LOG_LEVEL = "debug" }         # optional: added to the worker's CRASHPOINT_* variables
+workdir = "/app"                      # optional: default, the trial's state directory
+mounts = ["./fixtures:/fixtures:ro"]  # optional: "host:container[:ro|rw]", or tables
+user = "1000:1000"                    # optional
 [[providers]]
 name = "billing"
 kind = "idempotent"
@@ -25,9 +31,10 @@ silently ignored means its default is tested instead, and nobody notices.
 from __future__ import annotations
 
 import json
+import re
 import string
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
@@ -48,8 +55,12 @@ TARGET_KEYS = (
     "max_attempts",
     "status",
     "ledger",
+    "docker",
 )
 LEDGER_KEYS = ("dsn",)
+DOCKER_KEYS = ("image", "build", "env", "workdir", "mounts", "user")
+MOUNT_KEYS = ("source", "target", "read_only")
+DOCKERFILE = "Dockerfile"
 PROVIDER_KEYS = ("name", "kind")
 #: The only names a template may use; the harness fills them per job.
 PLACEHOLDERS = ("job_id", "payload_file")
@@ -71,13 +82,53 @@ _EXAMPLES = {
     "status": '["node", "status.js", "{job_id}"]',
     "dsn": '"sqlite:///state/ledger.db"',
     "kind": '"idempotent"',
+    "image": '"billing-worker:1"',
+    "build": '"."',
+    "workdir": '"/app"',
+    "user": '"1000:1000"',
+    "env": '{ LOG_LEVEL = "debug" }',
+    "mounts": '["./fixtures:/fixtures:ro"]',
 }
+#: A local image: ``name[:tag][@digest]`` as Docker spells it, or an image id.
+_IMAGE_REF = re.compile(
+    r"^(?:sha256:[0-9a-f]{64}|[0-9a-f]{12,64}|"
+    r"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?)$"
+)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(?::[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
 
 
 @dataclass(frozen=True)
 class ProviderDecl:
     name: str
     kind: str
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host path bound into the worker's container (``source`` is absolute)."""
+
+    source: Path
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class DockerConfig:
+    """``[target.docker]``: the image the workers run in under ``--backend docker``.
+
+    Exactly one of ``image`` (a local image) and ``build`` (an absolute directory holding
+    a Dockerfile) is set.
+    """
+
+    image: str | None = None
+    build: Path | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    workdir: str | None = None
+    mounts: tuple[Mount, ...] = ()
+    user: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +145,8 @@ class CommandConfig:
     max_attempts: int | None = None
     #: The job-status command template; None: the harness cannot ask a job's end state.
     status: tuple[str, ...] | None = None
+    #: ``[target.docker]``; None: ``--backend docker`` uses crashpoint's own image.
+    docker: DockerConfig | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -216,6 +269,11 @@ class _Schema:
         self.path = path
         self.prefix = prefix
 
+    @property
+    def base_dir(self) -> Path:
+        """Where relative paths in the file start: the file's own directory."""
+        return self.path.resolve().parent
+
     def fail(self, key: str, problem: str, fix: str) -> ConfigError:
         return ConfigError(f"{self.path}: {self.prefix}{key} {problem}; {fix}")
 
@@ -275,6 +333,7 @@ class _Schema:
             providers=self.providers(data.get("providers")),
             max_attempts=max_attempts,
             status=status,
+            docker=self.docker(target.get("docker")),
         )
 
     def known(
@@ -372,6 +431,187 @@ class _Schema:
             )
         self.known(ledger, "target.ledger.", LEDGER_KEYS, label="[target.ledger]")
         return self.string(ledger, "target.ledger.", "dsn")
+
+    def docker(self, docker: object) -> DockerConfig | None:
+        if docker is None:
+            return None
+        where = "target.docker."
+        if not isinstance(docker, dict):
+            raise self.fail(
+                "target.docker", f"must be a table, got {_shown(docker)}", "write [target.docker]"
+            )
+        self.known(docker, where, DOCKER_KEYS, label="[target.docker]")
+        if "image" in docker and "build" in docker:
+            raise self.fail(
+                "target.docker",
+                "sets both image and build",
+                "keep image for a local image, or build for a directory with a Dockerfile",
+            )
+        image = self.optional(
+            docker,
+            where,
+            "image",
+            _IMAGE_REF.match,
+            "is not an image reference",
+            f"name a local image like {_EXAMPLES['image']} (lower-case name, then :tag)",
+        )
+        build = self.build_dir(docker) if image is None and "build" in docker else None
+        if image is None and build is None:
+            raise self.fail(
+                "target.docker",
+                "names no image",
+                f"add image = {_EXAMPLES['image']} or build = {_EXAMPLES['build']}",
+            )
+        workdir = self.optional(
+            docker,
+            where,
+            "workdir",
+            lambda v: v.startswith("/"),
+            "is not an absolute path in the container",
+            f"write workdir = {_EXAMPLES['workdir']}",
+        )
+        user = self.optional(
+            docker,
+            where,
+            "user",
+            _USER.match,
+            "is not a user",
+            f"write a name, uid or uid:gid, like user = {_EXAMPLES['user']}",
+        )
+        return DockerConfig(
+            image=image,
+            build=build,
+            env=self.docker_env(docker.get("env", {})),
+            workdir=workdir,
+            mounts=self.mounts(docker.get("mounts", [])),
+            user=user,
+        )
+
+    def optional(
+        self,
+        table: Mapping[str, Any],
+        where: str,
+        key: str,
+        valid: Callable[[str], object],
+        problem: str,
+        fix: str,
+    ) -> str | None:
+        """An optional string key, checked by ``valid``; None when absent."""
+        if key not in table:
+            return None
+        value = self.string(table, where, key)
+        if not valid(value):
+            raise self.fail(f"{where}{key}", f"{_shown(value)} {problem}", fix)
+        return value
+
+    def build_dir(self, docker: Mapping[str, Any]) -> Path:
+        raw = self.string(docker, "target.docker.", "build")
+        build = self.base_dir / raw
+        if not build.is_dir():
+            raise self.fail(
+                "target.docker.build",
+                f"{_shown(raw)} is not a directory ({build})",
+                "name the directory holding the Dockerfile, relative to this file",
+            )
+        if not (build / DOCKERFILE).is_file():
+            raise self.fail(
+                "target.docker.build",
+                f"{_shown(raw)} has no {DOCKERFILE} ({build / DOCKERFILE})",
+                f"add a {DOCKERFILE} there, or name the directory that has one",
+            )
+        return build.resolve()
+
+    def docker_env(self, env: object) -> tuple[tuple[str, str], ...]:
+        key = "target.docker.env"
+        if not isinstance(env, dict):
+            raise self.wrong("target.docker.", "env", env, "a table of strings")
+        out = []
+        for name, value in env.items():
+            if not _ENV_NAME.match(name):
+                raise self.fail(
+                    key,
+                    f"names {_shown(name)}, which is not an environment variable",
+                    "use letters, digits and _ (not first a digit), like LOG_LEVEL",
+                )
+            if name.startswith("CRASHPOINT_"):
+                raise self.fail(
+                    f"{key}.{name}",
+                    "is set by the harness itself",
+                    "leave CRASHPOINT_* out; the worker gets them from each trial",
+                )
+            if not isinstance(value, str):
+                raise self.fail(
+                    f"{key}.{name}",
+                    f"must be a string, got {_shown(value)} ({_toml_type(value)})",
+                    f'quote it: {name} = "{value}"',
+                )
+            out.append((name, value))
+        return tuple(out)
+
+    def mounts(self, mounts: object) -> tuple[Mount, ...]:
+        if not isinstance(mounts, list):
+            raise self.wrong("target.docker.", "mounts", mounts, "an array")
+        out: list[Mount] = []
+        for i, entry in enumerate(mounts):
+            where = f"target.docker.mounts[{i}]"
+            if isinstance(entry, str):
+                mount = self.mount_string(where, entry)
+            elif isinstance(entry, dict):
+                mount = self.mount_table(where, entry)
+            else:
+                raise self.fail(
+                    where,
+                    f"must be a string or a table, got {_shown(entry)}",
+                    'write "host:container[:ro]" or { source = "...", target = "..." }',
+                )
+            if any(m.target == mount.target for m in out):
+                raise self.fail(
+                    where,
+                    f"mounts {_shown(mount.target)} a second time",
+                    "give each mount its own container path",
+                )
+            out.append(mount)
+        return tuple(out)
+
+    def mount_string(self, where: str, entry: str) -> Mount:
+        parts = entry.split(":")
+        if len(parts) not in (2, 3) or not all(parts[:2]):
+            raise self.fail(
+                where,
+                f"{_shown(entry)} is not host:container[:ro]",
+                'write it like "./fixtures:/fixtures:ro", or as a table',
+            )
+        mode = parts[2] if len(parts) == 3 else "rw"
+        if mode not in ("ro", "rw"):
+            raise self.fail(
+                where, f"{_shown(entry)} has mode {_shown(mode)}", "end it with :ro or :rw"
+            )
+        return self.mount(where, parts[0], parts[1], read_only=mode == "ro")
+
+    def mount_table(self, where: str, entry: Mapping[str, Any]) -> Mount:
+        self.known(entry, f"{where}.", MOUNT_KEYS, label="a mount")
+        source = self.string(entry, f"{where}.", "source", example='"./fixtures"')
+        target = self.string(entry, f"{where}.", "target", example='"/fixtures"')
+        read_only = entry.get("read_only", False)
+        if not isinstance(read_only, bool):
+            raise self.wrong(f"{where}.", "read_only", read_only, "true or false", example="true")
+        return self.mount(where, source, target, read_only=read_only)
+
+    def mount(self, where: str, source: str, target: str, *, read_only: bool) -> Mount:
+        host = (self.base_dir / source).resolve()
+        if not host.exists():
+            raise self.fail(
+                where,
+                f"host path {_shown(source)} does not exist ({host})",
+                "create it, or fix the path (relative paths start at this file)",
+            )
+        if not target.startswith("/"):
+            raise self.fail(
+                where,
+                f"container path {_shown(target)} is not absolute",
+                "write it from the container's root, like /fixtures",
+            )
+        return Mount(source=host, target=target, read_only=read_only)
 
     def providers(self, providers: object) -> tuple[ProviderDecl, ...]:
         if providers is None or providers == []:

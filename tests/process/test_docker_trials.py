@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from trialkit import describe, effects, events, run_cell
+
+from harness.infra import RunInfra
+from harness.plan import Cell
+from harness.runner import run_one
+from harness.trial import TrialConfig
+from harness.verdict import TrialResult
+from scenarios.table import BY_NAME
 
 pytestmark = [pytest.mark.process, pytest.mark.docker]
 
@@ -41,3 +51,31 @@ def test_paused_container_is_fenced_and_its_mutant_caught() -> None:
     bad = run_cell(*cell, backend="docker", mutant="no_cas_on_result")
     assert bad.verdict == "violated", describe(bad)
     assert "fenced_writes" in {v.invariant for v in bad.violations}
+
+
+def test_two_trials_of_one_run_at_once_do_not_collide() -> None:
+    """Concurrent trials share the run id and their worker names (w1, w2): their
+    containers must not share a name, nor one trial's close reap the other's."""
+    after, lease = BY_NAME["crash_after_external_success"], BY_NAME["lease_expiry_slow_worker"]
+    cells = [
+        Cell(after, "after_external_call", "plain", "SIGKILL", backend="docker"),
+        Cell(lease, "after_external_call", "idempotent", "SIGSTOP", backend="docker"),
+    ]
+    with RunInfra.open(cells, ledger="sqlite", backend="docker", pg_dsn=None) as infra:
+        spec = infra.spec(
+            cells, seed=11, config=TrialConfig(), command="test", jobs=2, target={"name": "ref"}
+        )
+        start = threading.Barrier(len(cells))
+
+        def trial(cell: Cell) -> TrialResult:
+            start.wait()
+            return run_one(spec, cell)
+
+        with ThreadPoolExecutor(max_workers=len(cells)) as pool:
+            results = list(pool.map(trial, cells))
+    for r in results:
+        assert r.verdict == "held", describe(r)
+    starts = [e for r in results for e in events(r, "worker_start")]
+    assert {e["fields"]["worker"] for e in starts} >= {"w1", "w2"}
+    containers = [e["fields"]["container"] for e in starts]
+    assert len(containers) == len(set(containers)) >= 4

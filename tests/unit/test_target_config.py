@@ -10,7 +10,9 @@ import pytest
 from harness.contract.errors import ConfigError
 from harness.targets.config import (
     CommandConfig,
+    DockerConfig,
     JobStatus,
+    Mount,
     ProviderDecl,
     find_config,
     load_config,
@@ -59,6 +61,14 @@ def error_line(path: Path) -> str:
     message = str(info.value)
     assert "\n" not in message, message
     return message
+
+
+def assert_one_line(path: Path, says: str, fix: str) -> None:
+    """The file's one error line says ``says`` and, after the first "; ", ``fix``."""
+    message = error_line(path)
+    assert message.startswith(f"{path}: "), message
+    assert says in message, message
+    assert fix in message.split("; ", 1)[1], message
 
 
 def test_a_full_config_loads(tmp_path: Path) -> None:
@@ -330,11 +340,7 @@ def test_each_mistake_is_one_line_naming_file_key_and_fix(
     for old, new in zip(edits[::2], edits[1::2], strict=True):
         assert old in text, old
         text = text.replace(old, new, 1)
-    path = write(tmp_path, text)
-    message = error_line(path)
-    assert message.startswith(f"{path}: "), message
-    assert says in message, message
-    assert fix in message.split("; ", 1)[1], message
+    assert_one_line(write(tmp_path, text), says, fix)
 
 
 def test_the_mistakes_are_distinct() -> None:
@@ -433,3 +439,240 @@ def test_garbage_status_lines_say_what_is_wrong(text: str, says: str) -> None:
         parse_status_line(text)
     assert says in str(info.value)
     assert "\n" not in str(info.value)
+
+
+# -- [target.docker] ----------------------------------------------------------------------
+
+DOCKER = """\
+[target.docker]
+build = "."
+env = { LOG_LEVEL = "debug", REGION = "eu" }
+workdir = "/app"
+mounts = ["./fixtures:/fixtures:ro", { source = "data", target = "/data" }]
+user = "1000:1000"
+"""
+
+
+def docker_dir(tmp_path: Path, table: str = DOCKER) -> Path:
+    """A config with ``table`` appended, beside a Dockerfile and the mounted paths."""
+    (tmp_path / "Dockerfile").write_text("FROM crashpoint-debian-node:1\n")
+    (tmp_path / "fixtures").mkdir(exist_ok=True)
+    (tmp_path / "data").mkdir(exist_ok=True)
+    return write(tmp_path, GOOD.replace("[[providers]]", table + "\n[[providers]]", 1))
+
+
+def test_a_full_docker_table_loads(tmp_path: Path) -> None:
+    config = load_config(docker_dir(tmp_path))
+    root = tmp_path.resolve()
+    assert config.docker == DockerConfig(
+        build=root,
+        env=(("LOG_LEVEL", "debug"), ("REGION", "eu")),
+        workdir="/app",
+        mounts=(
+            Mount(root / "fixtures", "/fixtures", read_only=True),
+            Mount(root / "data", "/data", read_only=False),
+        ),
+        user="1000:1000",
+    )
+
+
+def test_a_docker_image_needs_nothing_else(tmp_path: Path) -> None:
+    table = '[target.docker]\nimage = "registry.local:5000/team/billing-worker:1.2"\n'
+    config = load_config(docker_dir(tmp_path, table))
+    assert config.docker == DockerConfig(image="registry.local:5000/team/billing-worker:1.2")
+    assert load_config(write(tmp_path, GOOD)).docker is None
+
+
+def test_the_docker_table_in_pyproject(tmp_path: Path) -> None:
+    own = load_config(docker_dir(tmp_path))
+    body = (
+        (tmp_path / "crashpoint.toml")
+        .read_text()
+        .replace("[target", "[tool.crashpoint.target")
+        .replace("[[providers]]", "[[tool.crashpoint.providers]]")
+    )
+    path = write(tmp_path, body, name="pyproject.toml")
+    assert load_config(path) == replace(own, path=path.resolve())
+    (tmp_path / "Dockerfile").unlink()
+    assert "tool.crashpoint.target.docker.build" in error_line(path)
+
+
+def test_a_build_directory_is_relative_to_the_config_file(tmp_path: Path) -> None:
+    (tmp_path / "svc").mkdir()
+    (tmp_path / "svc" / "Dockerfile").write_text("FROM scratch\n")
+    config = load_config(
+        docker_dir(tmp_path / "svc" / ".." / "svc", '[target.docker]\nbuild = "."\n')
+    )
+    assert config.docker is not None
+    assert config.docker.build == (tmp_path / "svc").resolve()
+
+
+# (what is wrong, the [target.docker] table, the key the line names, a piece of the fix)
+DOCKER_MISTAKES = [
+    (
+        "unknown-key",
+        '[target.docker]\nimage = "w:1"\nports = ["8080"]\n',
+        "target.docker.ports is not a known key",
+        "[target.docker] allows image, build, env, workdir, mounts, user",
+    ),
+    (
+        "both-image-and-build",
+        '[target.docker]\nimage = "w:1"\nbuild = "."\n',
+        "target.docker sets both image and build",
+        "keep image for a local image, or build for a directory with a Dockerfile",
+    ),
+    (
+        "neither-image-nor-build",
+        '[target.docker]\nworkdir = "/app"\n',
+        "target.docker names no image",
+        'add image = "billing-worker:1" or build = "."',
+    ),
+    (
+        "not-a-table",
+        'docker = "w:1"\n',
+        'target.docker must be a table, got "w:1"',
+        "write [target.docker]",
+    ),
+    (
+        "image-not-a-string",
+        "[target.docker]\nimage = 1\n",
+        "target.docker.image must be a non-empty string, got 1 (an integer)",
+        'write image = "billing-worker:1"',
+    ),
+    (
+        "image-not-a-reference",
+        '[target.docker]\nimage = "Billing Worker"\n',
+        'target.docker.image "Billing Worker" is not an image reference',
+        "lower-case name, then :tag",
+    ),
+    (
+        "build-dir-missing",
+        '[target.docker]\nbuild = "svc"\n',
+        'target.docker.build "svc" is not a directory',
+        "name the directory holding the Dockerfile, relative to this file",
+    ),
+    (
+        "build-dir-without-dockerfile",
+        '[target.docker]\nbuild = "fixtures"\n',
+        'target.docker.build "fixtures" has no Dockerfile',
+        "add a Dockerfile there, or name the directory that has one",
+    ),
+    (
+        "relative-workdir",
+        '[target.docker]\nbuild = "."\nworkdir = "app"\n',
+        'target.docker.workdir "app" is not an absolute path in the container',
+        'write workdir = "/app"',
+    ),
+    (
+        "bad-user",
+        '[target.docker]\nbuild = "."\nuser = "a b"\n',
+        'target.docker.user "a b" is not a user',
+        "write a name, uid or uid:gid",
+    ),
+    (
+        "env-not-a-table",
+        '[target.docker]\nbuild = "."\nenv = ["A=1"]\n',
+        'target.docker.env must be a table of strings, got ["A=1"] (an array)',
+        'write env = { LOG_LEVEL = "debug" }',
+    ),
+    (
+        "env-value-not-a-string",
+        '[target.docker]\nbuild = "."\nenv = { RETRIES = 3 }\n',
+        "target.docker.env.RETRIES must be a string, got 3 (an integer)",
+        'quote it: RETRIES = "3"',
+    ),
+    (
+        "env-bad-name",
+        '[target.docker]\nbuild = "."\nenv = { "LOG-LEVEL" = "x" }\n',
+        'target.docker.env names "LOG-LEVEL", which is not an environment variable',
+        "use letters, digits and _",
+    ),
+    (
+        "env-sets-a-harness-variable",
+        '[target.docker]\nbuild = "."\nenv = { CRASHPOINT_WORKER_ID = "w9" }\n',
+        "target.docker.env.CRASHPOINT_WORKER_ID is set by the harness itself",
+        "leave CRASHPOINT_* out",
+    ),
+    (
+        "mounts-not-an-array",
+        '[target.docker]\nbuild = "."\nmounts = "./fixtures:/fixtures"\n',
+        'target.docker.mounts must be an array, got "./fixtures:/fixtures" (a string)',
+        'write mounts = ["./fixtures:/fixtures:ro"]',
+    ),
+    (
+        "mount-without-a-container-path",
+        '[target.docker]\nbuild = "."\nmounts = ["./fixtures"]\n',
+        'target.docker.mounts[0] "./fixtures" is not host:container[:ro]',
+        'write it like "./fixtures:/fixtures:ro"',
+    ),
+    (
+        "mount-with-a-bad-mode",
+        '[target.docker]\nbuild = "."\nmounts = ["./fixtures:/fixtures:readonly"]\n',
+        'target.docker.mounts[0] "./fixtures:/fixtures:readonly" has mode "readonly"',
+        "end it with :ro or :rw",
+    ),
+    (
+        "mount-of-a-missing-host-path",
+        '[target.docker]\nbuild = "."\nmounts = ["./nowhere:/data"]\n',
+        'target.docker.mounts[0] host path "./nowhere" does not exist',
+        "create it, or fix the path",
+    ),
+    (
+        "mount-to-a-relative-path",
+        '[target.docker]\nbuild = "."\nmounts = ["./fixtures:fixtures"]\n',
+        'target.docker.mounts[0] container path "fixtures" is not absolute',
+        "write it from the container's root",
+    ),
+    (
+        "mount-twice-to-one-path",
+        '[target.docker]\nbuild = "."\nmounts = ["./fixtures:/d", "./data:/d"]\n',
+        'target.docker.mounts[1] mounts "/d" a second time',
+        "give each mount its own container path",
+    ),
+    (
+        "mount-table-unknown-key",
+        '[target.docker]\nbuild = "."\n'
+        'mounts = [{ source = "data", target = "/d", mode = "ro" }]\n',
+        "target.docker.mounts[0].mode is not a known key",
+        "a mount allows source, target, read_only",
+    ),
+    (
+        "mount-table-read-only-not-a-boolean",
+        '[target.docker]\nbuild = "."\n'
+        'mounts = [{ source = "data", target = "/d", read_only = "yes" }]\n',
+        'target.docker.mounts[0].read_only must be true or false, got "yes" (a string)',
+        "write read_only = true",
+    ),
+    (
+        "mount-table-without-a-target",
+        '[target.docker]\nbuild = "."\nmounts = [{ source = "data" }]\n',
+        "target.docker.mounts[0].target is missing",
+        'add target = "/fixtures"',
+    ),
+    (
+        "mount-neither-string-nor-table",
+        '[target.docker]\nbuild = "."\nmounts = [7]\n',
+        "target.docker.mounts[0] must be a string or a table, got 7",
+        'write "host:container[:ro]"',
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("table", "says", "fix"),
+    [pytest.param(m[1], m[2], m[3], id=m[0]) for m in DOCKER_MISTAKES],
+)
+def test_each_docker_mistake_is_one_line_naming_file_key_and_fix(
+    table: str, says: str, fix: str, tmp_path: Path
+) -> None:
+    if not table.startswith("["):  # a key of [target] itself
+        path = docker_dir(tmp_path, "")
+        path.write_text(path.read_text().replace("[target]\n", "[target]\n" + table, 1))
+    else:
+        path = docker_dir(tmp_path, table)
+    assert_one_line(path, says, fix)
+
+
+def test_the_docker_mistakes_are_distinct() -> None:
+    seen = [m[2] for m in DOCKER_MISTAKES]
+    assert len(seen) == len(set(seen))
