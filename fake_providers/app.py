@@ -9,20 +9,32 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import parse_qs, urlsplit
 
 from fake_providers.control import ControlAPI
 from fake_providers.faults import Armed, FaultBoard, Hold
-from fake_providers.fingerprint import MARKER_FIELD, fingerprint
-from fake_providers.messages import DROP, JSON_TYPE, Reply, Request, first_param
-from fake_providers.models import KINDS
+from fake_providers.fingerprint import MARKER_FIELD, canonical_json, fingerprint
+from fake_providers.messages import (
+    DROP,
+    JSON_TYPE,
+    Reply,
+    Request,
+    first_param,
+    non_negative_int,
+    parse_object,
+)
+from fake_providers.models import DENIED, KINDS
+from fake_providers.openapi import describe
 from fake_providers.problems import PROBLEM_TYPE, Problem
+from fake_providers.seal import SECRET_HEADER, authorized, is_sealed
 from fake_providers.store import ArrivalIn, Store
 
 MAX_BODY_BYTES = 1 << 20
+#: SQLite's largest integer: no arrival id is above it, so ``after`` never needs to be.
+_MAX_ID = (1 << 63) - 1
 
 WRITE_PATHS = {"idempotent": "/v1/effects", "plain": "/v1/sends", "unqueryable": "/v1/sends"}
 _COMMIT_PATH_ACTIONS = ("hold_before_commit", "hold_after_commit", "drop_after_commit")
@@ -51,6 +63,7 @@ class ProviderApp:
         store: Store,
         board: FaultBoard | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        secret: str | None = None,
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"provider kind={kind!r} is unknown; use one of {', '.join(KINDS)}")
@@ -60,7 +73,14 @@ class ProviderApp:
         self.board = board or FaultBoard()
         self.control = ControlAPI(self.board, kind=kind, name=name)
         self._sleep = sleep
+        #: None leaves the control and oracle APIs open (unit tests, ``--no-secret``).
+        self.secret = secret
         self.write_path = WRITE_PATHS[kind]
+        self._description = describe(kind, hold_max_s=self.board.hold_max_s)
+
+    def wants_peer_pid(self, path: str, headers: Mapping[str, str]) -> bool:
+        """Whether this request's sender is worth a /proc scan: workers, never the harness."""
+        return path.startswith("/v1/") or (is_sealed(path) and not authorized(headers, self.secret))
 
     # -- routing --------------------------------------------------------------------
 
@@ -77,7 +97,10 @@ class ProviderApp:
             )
 
     def _route(self, req: Request, path: str, query: dict[str, list[str]]) -> Reply:
+        if is_sealed(path) and not authorized(req.headers, self.secret):
+            self._deny(req, path)
         routes: dict[str, dict[str, Callable[[], Reply]]] = {
+            "/openapi.json": {"GET": lambda: Reply.json(200, self._description)},
             self.write_path: {
                 "POST": lambda: self._write(req, path),
                 "GET": lambda: self._lookup(req, path, query),
@@ -94,10 +117,34 @@ class ProviderApp:
             raise Problem(404, f"no route {path!r} on a {self.kind} provider")
         action = methods.get(req.method)
         if action is None:
+            allowed = ", ".join(methods)
             raise Problem(
-                405, f"{req.method} is not allowed on {path}; allowed: {', '.join(methods)}"
+                405,
+                f"{req.method} is not allowed on {path}; allowed: {allowed}",
+                headers=(("Allow", allowed),),
             )
         return action()
+
+    def _deny(self, req: Request, path: str) -> NoReturn:
+        """Record a control or oracle call without the secret, then refuse it with 403."""
+        self.store.record_arrival(
+            ArrivalIn(
+                kind=DENIED,
+                method=req.method,
+                path=path,
+                fencing_token=req.headers.get("x-fencing-token"),
+                worker_id=req.headers.get("x-worker-id"),
+                peer_pid=req.peer_pid,
+                status=403,
+            )
+        )
+        why = "without" if SECRET_HEADER.lower() not in req.headers else "with a wrong"
+        # No arrival id in the answer: it would tell the sender how busy the provider is.
+        raise Problem(
+            403,
+            f"{req.method} {path} {why} {SECRET_HEADER} header: the control and oracle APIs "
+            f"answer only the harness that started this provider; this attempt is recorded",
+        )
 
     # -- business API ---------------------------------------------------------------
 
@@ -324,19 +371,23 @@ def _parse_body(req: Request) -> dict[str, Any] | Problem:
     if ctype != JSON_TYPE and not ctype.endswith("+json"):
         return Problem(415, f"Content-Type {ctype or '(none)'!r}; send application/json")
     try:
-        parsed = json.loads(req.body)
-    except ValueError as exc:
-        return Problem(400, f"body is not JSON ({exc}); send a JSON object")
-    if not isinstance(parsed, dict):
-        return Problem(400, f"body is a JSON {type(parsed).__name__}; send a JSON object")
+        parsed = parse_object(req.body)
+        # JSON may escape half of a surrogate pair ("\ud800"); such a string has no UTF-8
+        # form, so it could be neither fingerprinted nor stored.
+        canonical_json(parsed)
+    except Problem as p:
+        return p
+    except UnicodeEncodeError as exc:
+        return Problem(
+            400, f"body holds a string that is not valid Unicode ({exc.reason}); send UTF-8"
+        )
     return parsed
 
 
 def _after(query: dict[str, list[str]]) -> int:
-    raw = first_param(query, "after") or "0"
-    if not raw.isdigit():
-        raise Problem(400, f"after={raw!r} must be an arrival id (a non-negative integer)")
-    return int(raw)
+    raw = first_param(query, "after")
+    # Absent means from the start; present but empty ("?after=") is not an id.
+    return 0 if raw is None else min(non_negative_int(raw, "after"), _MAX_ID)
 
 
 def _str_field(body: dict[str, Any] | None, name: str) -> str | None:

@@ -57,6 +57,17 @@ from fake_providers.models import KINDS
     is_flag=True,
     help="Do not resolve the client's pid for arrivals (saves a /proc scan).",
 )
+@click.option(
+    "--secret-stdin",
+    is_flag=True,
+    help="Read the control/oracle secret from the first line of stdin (how the launcher "
+    "hands it over) instead of making one.",
+)
+@click.option(
+    "--no-secret",
+    is_flag=True,
+    help="Leave /_control and /_oracle open to anyone (local poking only).",
+)
 def serve(
     kind: str,
     port: int,
@@ -67,14 +78,35 @@ def serve(
     hold_max_s: float,
     exit_on_stdin_eof: bool,
     no_peer_pid: bool,
+    secret_stdin: bool,
+    no_secret: bool,
 ) -> None:
-    """Serve one provider until SIGTERM; prints one JSON ready line with its URL."""
+    """Serve one provider until SIGTERM; prints one JSON ready line with its URL.
+
+    The control and oracle APIs answer only requests carrying the secret in the
+    X-Crashpoint-Secret header. Unless --secret-stdin or --no-secret says otherwise, the
+    provider makes one and prints it in the ready line.
+    """
+    from fake_providers.seal import make_secret, read_secret
     from fake_providers.server import build, is_loopback, serve_forever
 
     if not is_loopback(host):
         raise click.BadParameter(
             f"{host!r} is not a loopback address; use 127.0.0.1", param_hint="--host"
         )
+    if secret_stdin and no_secret:
+        raise click.UsageError("--secret-stdin and --no-secret contradict each other; pick one")
+    announce: dict[str, str] = {}
+    secret: str | None = None
+    if secret_stdin:
+        try:
+            secret = read_secret(0)
+        except (OSError, ValueError) as exc:
+            raise click.ClickException(f"--secret-stdin: {exc}") from exc
+    elif not no_secret:
+        # Printed, not passed anywhere else: whoever started this reads it off stdout.
+        secret = make_secret()
+        announce["secret"] = secret
     try:
         server = build(
             kind=kind,
@@ -85,9 +117,10 @@ def serve(
             port=port,
             peer_pids=not no_peer_pid,
             hold_max_s=hold_max_s,
+            secret=secret,
         )
     except (OSError, sqlite3.Error) as exc:
         raise click.ClickException(
             f"cannot serve on {host}:{port} with state {state}: {exc}"
         ) from exc
-    serve_forever(server, exit_on_stdin_eof=exit_on_stdin_eof)
+    serve_forever(server, exit_on_stdin_eof=exit_on_stdin_eof, announce=announce)

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from fake_providers.models import Arrival, Effect, Fault, Held
+from fake_providers.seal import SECRET_HEADER
 from harness.contract.errors import ProviderError, RendezvousTimeout
 
 #: Longest single long-poll; ``wait_held`` loops for longer waits.
@@ -16,15 +17,20 @@ _POLL_S = 5.0
 
 
 class ProviderClient:
-    """Arm faults, meet held requests, and read the ground truth of one provider."""
+    """Arm faults, meet held requests, and read the ground truth of one provider.
 
-    def __init__(self, url: str, *, timeout_s: float = 10.0) -> None:
+    ``secret`` is the provider's (``ProviderProcess.client`` has it already; a provider
+    started by hand prints it in its ready line); every call carries it.
+    """
+
+    def __init__(self, url: str, *, timeout_s: float = 10.0, secret: str | None = None) -> None:
         self.url = url.rstrip("/")
         # Providers speak plain HTTP on loopback, so TLS never happens; an empty
         # context spares loading the CA bundle (20-200 ms per client, paid by every
         # start_provider otherwise). It still verifies, so TLS would fail, not pass.
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        self._http = httpx.Client(base_url=self.url, timeout=timeout_s, verify=tls)
+        headers = {SECRET_HEADER: secret} if secret is not None else None
+        self._http = httpx.Client(base_url=self.url, timeout=timeout_s, verify=tls, headers=headers)
 
     def close(self) -> None:
         self._http.close()
@@ -97,7 +103,12 @@ class ProviderClient:
         return int(self._call("POST", "/_control/reset")["released"])
 
     def arrivals(self, *, after: int = 0) -> list[Arrival]:
-        """Every arrival in order, or only those with ``id > after``."""
+        """Every arrival in order, or only those with ``id > after``.
+
+        Kinds: ``write`` and ``lookup`` (the business API), and ``control_denied`` (a
+        control or oracle call refused for want of the secret: a worker reaching for the
+        ground truth).
+        """
         params = {"after": str(after)} if after else None
         return [Arrival.from_json(a) for a in self._call("GET", "/_oracle/arrivals", params=params)]
 

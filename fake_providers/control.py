@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from fake_providers.faults import FaultBoard
-from fake_providers.messages import Reply, Request, first_param, json_object
-from fake_providers.models import OUTCOMES, Fault
+from fake_providers.messages import Reply, Request, first_param, json_object, non_negative_int
+from fake_providers.models import OUTCOMES, Fault, json_int
 from fake_providers.problems import Problem
 
 #: A single long-poll never waits longer than this; clients loop for longer waits.
@@ -58,6 +59,13 @@ class ControlAPI:
             fault = Fault.from_json(data)
         except (TypeError, ValueError) as exc:
             raise Problem(422, f"bad fault {data!r}: {exc}") from exc
+        if fault.delay_s > self.board.hold_max_s:
+            # A delay is a hold nobody releases; it must not pin a thread for longer.
+            raise Problem(
+                422,
+                f"delay_s={fault.delay_s!r} exceeds this provider's hold limit of "
+                f"{self.board.hold_max_s:g} s (--hold-max-s)",
+            )
         return Reply.json(201, {"fault_id": self.board.arm(fault)})
 
     def _disarm(self) -> Reply:
@@ -68,11 +76,16 @@ class ControlAPI:
         return Reply.json(200, {"released": self.board.reset()})
 
     def _held(self, fault_id: str, query: dict[str, list[str]]) -> Reply:
-        raw = first_param(query, "timeout_s") or "0"
+        raw = first_param(query, "timeout_s")
+        if raw is None:
+            raw = "0"
         try:
-            timeout_s = min(max(float(raw), 0.0), MAX_POLL_S)
-        except ValueError as exc:
-            raise Problem(400, f"timeout_s={raw!r} is not a number of seconds") from exc
+            seconds = float(raw)
+        except ValueError:
+            seconds = math.nan
+        if math.isnan(seconds):
+            raise Problem(400, f"timeout_s={raw!r} is not a number of seconds")
+        timeout_s = min(max(seconds, 0.0), MAX_POLL_S)
         raw_count = first_param(query, "count")
         if raw_count is None:
             hold = self.board.wait_held(fault_id, timeout_s)
@@ -81,9 +94,10 @@ class ControlAPI:
                     408, f"no request held under fault {fault_id} after {timeout_s:g} s; poll again"
                 )
             return Reply.json(200, hold.to_json())
-        if not raw_count.isdigit() or int(raw_count) < 1:
+        count = non_negative_int(raw_count, "count")
+        if count < 1:
             raise Problem(400, f"count={raw_count!r} must be a positive integer")
-        holds = self.board.wait_held_count(fault_id, int(raw_count), timeout_s)
+        holds = self.board.wait_held_count(fault_id, count, timeout_s)
         if holds is None:
             raise Problem(
                 408,
@@ -95,10 +109,12 @@ class ControlAPI:
     def _release(self, fault_id: str, req: Request) -> Reply:
         data = json_object(req)
         outcome = data.get("outcome", "commit")
-        if outcome not in OUTCOMES:
+        if not isinstance(outcome, str) or outcome not in OUTCOMES:
             raise Problem(422, f"outcome={outcome!r} is unknown; use one of {', '.join(OUTCOMES)}")
-        arrival_id = data.get("arrival_id")
-        if arrival_id is not None and not isinstance(arrival_id, int):
+        arrival_id = json_int(data.get("arrival_id"))
+        if arrival_id is not None and (
+            not isinstance(arrival_id, int) or isinstance(arrival_id, bool)
+        ):
             raise Problem(422, f"arrival_id={arrival_id!r} must be an integer")
         n = self.board.release(
             fault_id, "drop" if outcome == "drop" else "commit", arrival_id=arrival_id

@@ -16,6 +16,7 @@ from types import TracebackType
 
 from fake_providers.client import ProviderClient
 from fake_providers.models import KINDS
+from fake_providers.seal import make_secret
 from harness.contract.env import provider_env_var
 from harness.contract.errors import ProviderError
 
@@ -23,7 +24,11 @@ _live: set[ProviderProcess] = set()
 
 
 class ProviderProcess:
-    """One running provider: its address, its process group, and a client for it."""
+    """One running provider: its address, its process group, and a client for it.
+
+    ``secret`` opens the provider's control and oracle APIs; it lives in this process
+    and the provider's only, so a worker given ``env()`` cannot rewrite the ground truth.
+    """
 
     def __init__(
         self,
@@ -47,8 +52,10 @@ class ProviderProcess:
         self._startup_timeout_s = startup_timeout_s
         self.port = port
         self.url = ""
+        # One per provider, kept across restarts: the client already holds it.
+        self.secret = make_secret()
         self._proc = self._spawn()
-        self.client = ProviderClient(self.url)
+        self.client = ProviderClient(self.url, secret=self.secret)
 
     @property
     def pid(self) -> int:
@@ -135,13 +142,15 @@ class ProviderProcess:
             "--hold-max-s",
             repr(self._hold_max_s),
             "--exit-on-stdin-eof",
+            "--secret-stdin",
         ]
         if not self._peer_pids:
             argv.append("--no-peer-pid")
         with open(self.log_path, "ab") as log:
             proc = subprocess.Popen(
                 argv,
-                # Never written to: when this process dies, the provider sees EOF and stops.
+                # The secret's only way in (an environment or argv is readable in /proc),
+                # then silent: when this process dies, the provider sees EOF and stops.
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -149,6 +158,7 @@ class ProviderProcess:
                 start_new_session=True,
             )
         try:
+            self._hand_secret(proc)
             ready = self._read_ready(proc)
         except BaseException:
             with contextlib.suppress(ProcessLookupError):
@@ -160,6 +170,19 @@ class ProviderProcess:
         self.url = str(ready["url"])
         self.port = int(self.url.rsplit(":", 1)[1])
         return proc
+
+    def _hand_secret(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.stdin is None:
+            raise ProviderError("provider stdin is not a pipe; cannot hand it its secret")
+        try:
+            proc.stdin.write(self.secret.encode() + b"\n")
+            proc.stdin.flush()
+        except BrokenPipeError:
+            code = proc.wait()
+            raise ProviderError(
+                f"{self.kind} provider exited with {code} before reading its secret: "
+                f"{self._log_tail()}"
+            ) from None
 
     def _read_ready(self, proc: subprocess.Popen[bytes]) -> dict[str, object]:
         out = proc.stdout

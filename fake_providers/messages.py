@@ -10,6 +10,7 @@ from typing import Any
 from fake_providers.problems import PROBLEM_TYPE, Problem
 
 JSON_TYPE = "application/json"
+_MAX_DIGITS = 100
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Reply:
 
     @classmethod
     def problem(cls, p: Problem, *, instance: str | None = None) -> Reply:
-        return cls(p.status, p.body(instance=instance), PROBLEM_TYPE)
+        return cls(p.status, p.body(instance=instance), PROBLEM_TYPE, p.headers)
 
 
 DROP = Reply(0, drop=True)
@@ -48,12 +49,30 @@ def first_param(query: dict[str, list[str]], name: str) -> str | None:
 
 
 def json_object(req: Request) -> dict[str, Any]:
-    if not req.body:
-        return {}
+    """The body as a JSON object; an empty body is ``{}``."""
+    return parse_object(req.body) if req.body else {}
+
+
+def parse_object(raw: bytes) -> dict[str, Any]:
+    """``raw`` as a JSON object, or a 400 saying why not."""
     try:
-        data = json.loads(req.body)
+        data = json.loads(raw)
     except ValueError as exc:
         raise Problem(400, f"body is not JSON ({exc}); send a JSON object") from exc
+    except RecursionError:
+        # json.loads recurses once per nesting level; 1 MiB of brackets is far deeper.
+        raise Problem(400, "body nests too deeply to parse; send a flatter JSON object") from None
     if not isinstance(data, dict):
         raise Problem(400, f"body is a JSON {type(data).__name__}; send a JSON object")
     return data
+
+
+def non_negative_int(raw: str, name: str) -> int:
+    """A query parameter that must be a plain decimal integer (ASCII digits only)."""
+    # str.isdigit alone admits superscripts such as "²", which int() then refuses.
+    if not (raw.isascii() and raw.isdigit()):
+        raise Problem(400, f"{name}={raw!r} must be a non-negative integer")
+    if len(raw) > _MAX_DIGITS:
+        # int() refuses over 4300 digits (CVE-2020-10735), and no id or count gets near.
+        raise Problem(400, f"{name} has {len(raw)} digits; it must fit in {_MAX_DIGITS}")
+    return int(raw)

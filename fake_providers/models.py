@@ -6,6 +6,7 @@ Frozen dataclasses shared by the server (which writes them as JSON) and the clie
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
@@ -26,6 +27,12 @@ LOOKUP_ACTIONS = ("fail_lookup",)
 ACTIONS = WRITE_ACTIONS + LOOKUP_ACTIONS
 HOLD_ACTIONS = ("hold_before_commit", "hold_after_commit")
 
+#: Arrival kinds: business requests, and calls refused at the seal (no or wrong secret).
+WRITE = "write"
+LOOKUP = "lookup"
+DENIED = "control_denied"
+ARRIVAL_KINDS = (WRITE, LOOKUP, DENIED)
+
 #: ``release`` outcomes; ``respond`` is accepted as a clearer name for ``commit`` after commit.
 OUTCOMES = ("commit", "drop", "respond")
 
@@ -36,7 +43,8 @@ class Fault:
 
     ``job``, ``key`` and ``marker`` narrow the match (all given must match; none given
     matches any request). ``times`` is how many requests it acts on. ``status`` is the
-    5xx sent by ``fail_before_commit``; ``delay_s`` is the pause of ``delay_response``.
+    5xx that ``fail_before_commit`` and ``fail_lookup`` answer (every fault carries a
+    5xx, used or not); ``delay_s`` is the pause of ``delay_response``.
     """
 
     action: str
@@ -48,23 +56,39 @@ class Fault:
     delay_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.action not in ACTIONS:
+        # Faults arrive as JSON from anyone holding the secret: check types as well as
+        # values, or a string status or a NaN delay would only fail while answering.
+        if not isinstance(self.action, str) or self.action not in ACTIONS:
             raise ValueError(
                 f"Fault action={self.action!r} is unknown; use one of {', '.join(ACTIONS)}"
             )
-        if self.times < 1:
-            raise ValueError(f"Fault times={self.times!r} must be at least 1")
-        if self.action == "fail_before_commit" and not 500 <= self.status <= 599:
-            raise ValueError(f"Fault status={self.status!r} must be a 5xx for fail_before_commit")
-        if self.delay_s < 0:
-            raise ValueError(f"Fault delay_s={self.delay_s!r} must not be negative")
+        for name in ("job", "key", "marker"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"Fault {name}={value!r} must be a string or null")
+        if not _is_int(self.times) or self.times < 1:
+            raise ValueError(f"Fault times={self.times!r} must be an integer of at least 1")
+        if not _is_int(self.status) or not 500 <= self.status <= 599:
+            raise ValueError(f"Fault status={self.status!r} must be a 5xx status (an integer)")
+        if (
+            isinstance(self.delay_s, bool)
+            or not isinstance(self.delay_s, int | float)
+            or not 0 <= self.delay_s < math.inf
+        ):
+            raise ValueError(
+                f"Fault delay_s={self.delay_s!r} must be a finite number of seconds, not negative"
+            )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Fault:
-        return cls(**_known(cls, data))
+        known = _known(cls, data)
+        for name in ("times", "status"):
+            if name in known:
+                known[name] = json_int(known[name])
+        return cls(**known)
 
 
 @dataclass(frozen=True)
@@ -91,7 +115,8 @@ class Held:
 
 @dataclass(frozen=True)
 class Arrival:
-    """One request that reached a provider's business API (a write or a lookup).
+    """One request that reached a provider: a write or a lookup on the business API, or
+    (``kind == "control_denied"``) a control or oracle call refused for want of the secret.
 
     ``status`` is None when no response was sent (the connection was dropped, or the
     request is still being handled). ``fault`` names the fault action that acted on it.
@@ -145,6 +170,21 @@ class Effect:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Effect:
         return cls(**_known(cls, data))
+
+
+def json_int(value: Any) -> Any:
+    """``value`` as an int if it is a JSON integer written with a fraction (``3.0``).
+
+    JSON Schema counts 3.0 as an integer, so a client may send one; anything else is
+    returned as it came, for the validation to name.
+    """
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:

@@ -11,11 +11,20 @@ PROBLEM_TYPE = "application/problem+json"
 class Problem(Exception):
     """Raised anywhere in request handling; the server turns it into a problem response."""
 
-    def __init__(self, status: int, detail: str, *, title: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        title: str | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
         self.title = title or _phrase(status)
+        #: Response headers the status calls for (``Allow`` on a 405, RFC 9110).
+        self.headers = headers
 
     def body(self, *, instance: str | None = None) -> bytes:
         return problem_body(self.status, self.detail, title=self.title, instance=instance)

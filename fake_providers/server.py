@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType
 from typing import Any
+from urllib.parse import urlsplit
 
 from fake_providers.app import MAX_BODY_BYTES, ProviderApp, Reply, Request
 from fake_providers.faults import FaultBoard
@@ -96,7 +97,13 @@ class _Handler(BaseHTTPRequestHandler):
             # The client is gone (often killed on purpose while held); the work is done.
             self.close_connection = True
 
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _serve
+    def __getattr__(self, name: str) -> Any:
+        # The stdlib answers a method without a do_<METHOD> with a 501, a server error
+        # for a client's mistake; every method token reaches the app instead, which
+        # answers 405 with the Allow header the route calls for.
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
 
     def _read(self) -> Request:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
@@ -111,14 +118,19 @@ class _Handler(BaseHTTPRequestHandler):
         if length > MAX_BODY_BYTES:
             raise Problem(413, f"body of {length} bytes exceeds {MAX_BODY_BYTES}; send less")
         body = self.rfile.read(length) if length else b""
-        if self.server.peer_pids and not self._peer_known and self.path.startswith("/v1/"):
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        if (
+            self.server.peer_pids
+            and not self._peer_known
+            and self.server.app.wants_peer_pid(urlsplit(self.path).path, headers)
+        ):
             # One lookup per connection: a keep-alive connection keeps its process.
             self._peer_pid = peer_pid(self.client_address, self.connection.getsockname())
             self._peer_known = True
         return Request(
             method=self.command,
             target=self.path,
-            headers={k.lower(): v for k, v in self.headers.items()},
+            headers=headers,
             body=body,
             peer_pid=self._peer_pid,
         )
@@ -170,16 +182,31 @@ def build(
     port: int,
     peer_pids: bool = True,
     hold_max_s: float = 300.0,
+    secret: str | None = None,
 ) -> ProviderServer:
     if not is_loopback(host):
         raise ValueError(f"host={host!r} is not loopback; providers bind 127.0.0.1 only")
     store = Store(state_path, provider=name, key_ttl_s=key_ttl_s)
-    app = ProviderApp(kind=kind, name=name, store=store, board=FaultBoard(hold_max_s=hold_max_s))
+    app = ProviderApp(
+        kind=kind,
+        name=name,
+        store=store,
+        board=FaultBoard(hold_max_s=hold_max_s),
+        secret=secret,
+    )
     return ProviderServer((host, port), app, peer_pids=peer_pids)
 
 
-def serve_forever(server: ProviderServer, *, exit_on_stdin_eof: bool = False) -> None:
-    """Serve until SIGTERM or SIGINT (or stdin's EOF), then release every hold and stop."""
+def serve_forever(
+    server: ProviderServer,
+    *,
+    exit_on_stdin_eof: bool = False,
+    announce: dict[str, Any] | None = None,
+) -> None:
+    """Serve until SIGTERM or SIGINT (or stdin's EOF), then release every hold and stop.
+
+    ``announce`` adds fields to the ready line (a secret the provider made itself).
+    """
     stop = threading.Event()
     if exit_on_stdin_eof:
         # The launcher holds the other end of this pipe; the kernel closes it when the
@@ -198,7 +225,7 @@ def serve_forever(server: ProviderServer, *, exit_on_stdin_eof: bool = False) ->
         target=server.serve_forever, args=(0.05,), name="provider-accept", daemon=True
     )
     loop.start()
-    ready = {"ready": True, "url": server.url, "pid": os.getpid()}
+    ready = {"ready": True, "url": server.url, "pid": os.getpid(), **(announce or {})}
     sys.stdout.write(json.dumps(ready) + "\n")
     sys.stdout.flush()
     stop.wait()

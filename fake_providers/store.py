@@ -93,6 +93,8 @@ class ArrivalIn:
     fencing_token: str | None = None
     worker_id: str | None = None
     peer_pid: int | None = None
+    #: Known on arrival only when the provider refuses the request outright.
+    status: int | None = None
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ class Store:
             cur = self._db.execute(
                 "INSERT INTO arrivals (t_mono, t_wall, provider, kind, method, path, job_id,"
                 " idempotency_key, client_marker, fingerprint, fencing_token, worker_id,"
-                " peer_pid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " peer_pid, status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     self._mono(),
                     self._wall(),
@@ -177,6 +179,7 @@ class Store:
                     a.fencing_token,
                     a.worker_id,
                     a.peer_pid,
+                    a.status,
                 ),
             )
             return int(cur.lastrowid or 0)

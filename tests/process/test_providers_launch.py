@@ -174,7 +174,10 @@ def test_serve_prints_one_ready_line_and_stops_on_sigterm(tmp_path: Path) -> Non
         assert ready["ready"] is True
         assert ready["pid"] == proc.pid
         assert ready["url"].startswith("http://127.0.0.1:")
-        assert HTTP.get(ready["url"] + "/_control/health").json()["name"] == "mail"
+        health = HTTP.get(
+            ready["url"] + "/_control/health", headers={"X-Crashpoint-Secret": ready["secret"]}
+        )
+        assert health.json()["name"] == "mail"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(5.0) == 0
         assert proc.stdout.read() == ""

@@ -58,11 +58,29 @@ def test_first_armed_matching_fault_wins() -> None:
         ({"action": "fail_lookup", "times": 0}, "times=0"),
         ({"action": "fail_before_commit", "status": 404}, "status=404"),
         ({"action": "delay_response", "delay_s": -1}, "delay_s=-1"),
+        # Types too: these arrive as JSON and would otherwise fail only while answering.
+        ({"action": "fail_lookup", "status": 200}, "status=200"),
+        ({"action": "fail_lookup", "status": "503"}, "status='503'"),
+        ({"action": "fail_lookup", "status": True}, "status=True"),
+        ({"action": "fail_lookup", "times": 1.5}, "times=1.5"),
+        ({"action": "fail_lookup", "job": 7}, "job=7"),
+        ({"action": 5}, "action=5"),
+        ({"action": "delay_response", "delay_s": float("nan")}, "delay_s=nan"),
+        ({"action": "delay_response", "delay_s": float("inf")}, "delay_s=inf"),
+        ({"action": "delay_response", "delay_s": "1"}, "delay_s='1'"),
     ],
 )
 def test_bad_faults_name_the_value(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         Fault(**kwargs)  # type: ignore[arg-type]
+
+
+def test_json_integers_written_with_a_fraction_are_integers() -> None:
+    fault = Fault.from_json({"action": "fail_lookup", "times": 3.0, "status": 502.0})
+    assert (fault.times, fault.status) == (3, 502)
+    assert isinstance(fault.times, int)
+    with pytest.raises(ValueError, match=r"times=2\.5"):
+        Fault.from_json({"action": "fail_lookup", "times": 2.5})
 
 
 def test_wait_held_returns_the_held_request_and_release_wakes_it() -> None:

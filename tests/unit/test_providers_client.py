@@ -164,3 +164,30 @@ def test_reset_and_disarm(mock: respx.MockRouter, client: ProviderClient) -> Non
 )
 def test_env_var_name(name: str, var: str) -> None:
     assert provider_env_var(name) == var
+
+
+def test_every_call_carries_the_secret(mock: respx.MockRouter) -> None:
+    health = mock.get("/_control/health").mock(httpx.Response(200, json={"ok": True}))
+    arrivals = mock.get("/_oracle/arrivals").mock(httpx.Response(200, json=[]))
+    with ProviderClient(URL, secret="s-1") as c:
+        c.health()
+        c.arrivals()
+    for route in (health, arrivals):
+        assert route.calls.last.request.headers["X-Crashpoint-Secret"] == "s-1"
+
+
+def test_no_secret_sends_no_header(mock: respx.MockRouter, client: ProviderClient) -> None:
+    route = mock.get("/_control/health").mock(httpx.Response(200, json={"ok": True}))
+    client.health()
+    assert "X-Crashpoint-Secret" not in route.calls.last.request.headers
+
+
+def test_denied_arrivals_parse(mock: respx.MockRouter, client: ProviderClient) -> None:
+    denied = {**ARRIVAL, "kind": "control_denied", "path": "/_control/reset", "status": 403}
+    mock.get("/_oracle/arrivals").mock(httpx.Response(200, json=[denied]))
+    [arrival] = client.arrivals()
+    assert (arrival.kind, arrival.path, arrival.status) == (
+        "control_denied",
+        "/_control/reset",
+        403,
+    )
