@@ -56,7 +56,13 @@ def backend() -> Iterator[ProcessBackend]:
 def _start(
     backend: ProcessBackend, rv: Rendezvous, workdir: Path, job: str, name: str = "w"
 ) -> ProcessHandle:
-    (workdir / "worker.py").write_text(WORKER)
+    # Written once and whole: rewriting it while an earlier worker's interpreter reads it
+    # gave that worker a truncated (empty) script, which exits without a failpoint.
+    script = workdir / "worker.py"
+    if not script.exists():
+        partial = workdir / "worker.py.partial"
+        partial.write_text(WORKER)
+        partial.rename(script)
     env = {**os.environ, **rv.env}
     return backend.start(name, [sys.executable, "worker.py", job], env=env, cwd=workdir)
 
