@@ -13,6 +13,7 @@ import httpx
 
 from benchmarks.stats import describe, repeat_s
 from fake_providers import ProviderProcess, start_provider
+from fake_providers.seal import SECRET_HEADER
 
 START_RUNS = 15
 RUNS = 5
@@ -45,7 +46,7 @@ def _concurrent_rps(p: ProviderProcess) -> float:
     clients = [httpx.Client(base_url=p.url) for _ in range(CLIENTS)]
     try:
         for c in clients:  # connect first, so the timing covers requests only
-            c.get("/_control/health")
+            c.get("/_control/health", headers={SECRET_HEADER: p.secret})
         barrier = threading.Barrier(CLIENTS + 1)
 
         def run(c: httpx.Client) -> None:
