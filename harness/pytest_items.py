@@ -57,8 +57,16 @@ class TargetNode(pytest.Collector):
         self.runner = runner
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
+        # The id is given as a string, so pytest parses it as it parses the ids in its
+        # cache: ``--lf`` then finds the cells that failed (pytest 9 keeps ids structured).
         return [
-            CellItem.from_parent(self, name=item_name(c), cell=c, runner=self.runner)
+            CellItem.from_parent(
+                self,
+                name=item_name(c),
+                nodeid=f"{self.nodeid}::{item_name(c)}",
+                cell=c,
+                runner=self.runner,
+            )
             for c in self.cells
         ]
 
