@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
 import nox
 
 nox.options.default_venv_backend = "none"  # use the interpreter crashpoint is installed in
 nox.options.sessions = ["tests"]
 
+#: Built from the Go module proxy by `scripts/install-infra.sh actionlint`, pinned there too.
+ACTIONLINT_VERSION = "1.7.12"
+WORKFLOWS = sorted(str(p) for p in Path("docs/ci").glob("*.yml"))
 SOURCES = [
     "harness",
     "scenarios",
@@ -39,10 +47,68 @@ def e2e(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def lint(session: nox.Session) -> None:
-    """Check style with ruff and the package layers with import-linter."""
+    """Check style with ruff, the package layers with import-linter, and the GitHub
+    Actions recipe (docs/ci/ and action.yml) with actionlint."""
     session.run("python", "-m", "ruff", "check", *SOURCES, *session.posargs)
     session.run("python", "-m", "ruff", "format", "--check", *SOURCES)
     session.run("lint-imports")
+    actionlint = _actionlint()
+    if actionlint is None:
+        session.warn(
+            f"actionlint {ACTIONLINT_VERSION} is not built, so docs/ci/ and action.yml are not "
+            "checked; `bash scripts/install-infra.sh actionlint` builds it"
+        )
+        return
+    session.run(actionlint, "-no-color", *WORKFLOWS, external=True)
+    # actionlint reads action.yml only through a workflow that uses it, and checks its
+    # inputs then, not its steps: lint a project holding the action, a workflow that
+    # uses it, and its composite steps run as a job of their own.
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _action_project(Path("action.yml"), root)
+        with session.chdir(root):
+            session.run(actionlint, "-no-color", external=True)
+
+
+def _actionlint() -> str | None:
+    cache = Path(os.environ.get("CRASHPOINT_CACHE", Path.home() / ".cache" / "crashpoint"))
+    built = cache / f"actionlint-{ACTIONLINT_VERSION}" / "actionlint"
+    return str(built) if built.is_file() else None
+
+
+def _action_project(action_file: Path, root: Path) -> None:
+    import yaml
+
+    text = action_file.read_text()
+    action = yaml.safe_load(text)
+    (root / "action.yml").write_text(text)
+    (root / ".git").mkdir()  # how actionlint finds a project's root
+    workflows = root / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    inputs = {
+        name: {"type": "string", "required": False, "default": spec.get("default", "")}
+        for name, spec in action["inputs"].items()
+    }
+    with_ = {name: spec.get("default") or "1/3" for name, spec in action["inputs"].items()}
+    docs: dict[str, Any] = {
+        "uses-the-action.yml": {
+            "name": "uses the action",
+            "on": "push",
+            "jobs": {
+                "shard": {
+                    "runs-on": "ubuntu-latest",
+                    "steps": [{"uses": "actions/checkout@v4"}, {"uses": "./", "with": with_}],
+                }
+            },
+        },
+        "action-steps.yml": {
+            "name": "the action's steps",
+            "on": {"workflow_call": {"inputs": inputs}},
+            "jobs": {"action": {"runs-on": "ubuntu-latest", "steps": action["runs"]["steps"]}},
+        },
+    }
+    for name, doc in docs.items():
+        (workflows / name).write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
 @nox.session(default=False)

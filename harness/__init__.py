@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     )
     from harness.contract.vocabulary import ExitCode, Verdict
     from harness.history import Event, History
+    from harness.scenario_api import ProviderHold, ScenarioTrial, ScenarioVerdict, scenario_trial
 
 _LAZY = {
     "ConfigError": "harness.contract.errors",
@@ -39,6 +40,10 @@ _LAZY = {
     "Verdict": "harness.contract.vocabulary",
     "Event": "harness.history",
     "History": "harness.history",
+    "ProviderHold": "harness.scenario_api",
+    "ScenarioTrial": "harness.scenario_api",
+    "ScenarioVerdict": "harness.scenario_api",
+    "scenario_trial": "harness.scenario_api",
 }
 
 __all__ = [
@@ -51,10 +56,14 @@ __all__ = [
     "InfrastructureError",
     "LedgerError",
     "ProviderError",
+    "ProviderHold",
     "RendezvousTimeout",
+    "ScenarioTrial",
+    "ScenarioVerdict",
     "ToxiproxyUnavailable",
     "Verdict",
     "__version__",
+    "scenario_trial",
 ]
 
 

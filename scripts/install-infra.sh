@@ -2,9 +2,10 @@
 # Installs and starts what the process tier needs: the Toxiproxy server, PostgreSQL,
 # Redis (the examples' broker), the Docker engine, headless Chromium and xmllint, socat (the
 # shell failpoint client's link to the harness's UNIX socket), the Node.js dependencies of
-# examples/bullmq-worker, and the Debian test image the [target.docker] tests run in
-# (scripts/build-test-image.sh; needs the engine). Idempotent: every step checks first.
-# Usage: scripts/install-infra.sh [toxiproxy|postgres|redis|npm|docker|browser|socat|image|all]...
+# examples/bullmq-worker, the Debian test image the [target.docker] tests run in
+# (scripts/build-test-image.sh; needs the engine), and actionlint (checks docs/ci/ and
+# action.yml in `nox -s lint`). Idempotent: every step checks first.
+# Usage: scripts/install-infra.sh [toxiproxy|postgres|redis|npm|docker|browser|socat|image|actionlint|all]...
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,6 +13,7 @@ cache=${CRASHPOINT_CACHE:-$HOME/.cache/crashpoint}
 state=${CRASHPOINT_INFRA_DIR:-/var/tmp/crashpoint-infra}
 mkdir -p "$cache" "$state"
 TOXIPROXY_VERSION=2.12.0
+ACTIONLINT_VERSION=1.7.12
 
 log() { printf '[install-infra] %s\n' "$*" >&2; }
 timed() {  # timed NAME CMD...: runs CMD and says how long it took
@@ -45,6 +47,19 @@ toxiproxy() {
   mv "$gobin/server" "$bin"
   rmdir "$gobin" 2>/dev/null || true
   log "toxiproxy: built $bin"
+}
+
+actionlint() {
+  # shellcheck is what actionlint checks the workflows' run: scripts with.
+  apt_install shellcheck
+  local dir="$cache/actionlint-$ACTIONLINT_VERSION" bin
+  bin="$dir/actionlint"
+  if [ -x "$bin" ]; then log "actionlint: cached at $bin"; return 0; fi
+  command -v go >/dev/null || { log "actionlint: no Go toolchain; nox -s lint will not check the workflows"; return 0; }
+  mkdir -p "$dir"
+  GOBIN="$dir" GOFLAGS=-buildvcs=false go install \
+    "github.com/rhysd/actionlint/cmd/actionlint@v$ACTIONLINT_VERSION"
+  log "actionlint: built $bin"
 }
 
 postgres() {
@@ -132,7 +147,8 @@ for what in "$@"; do
     browser) timed browser browser ;;
     socat) timed socat socat_tool ;;
     image) timed image test_image ;;
-    all) apt_install bc; timed toxiproxy toxiproxy; timed postgres postgres; timed redis redis; timed npm npm_deps; timed docker docker_engine; timed browser browser; timed socat socat_tool; timed image test_image ;;
-    *) log "unknown component '$what' (expected toxiproxy, postgres, redis, npm, docker, browser, socat, image or all)"; exit 2 ;;
+    actionlint) apt_install bc; timed actionlint actionlint ;;
+    all) apt_install bc; timed toxiproxy toxiproxy; timed postgres postgres; timed redis redis; timed npm npm_deps; timed docker docker_engine; timed browser browser; timed socat socat_tool; timed image test_image; timed actionlint actionlint ;;
+    *) log "unknown component '$what' (expected toxiproxy, postgres, redis, npm, docker, browser, socat, image, actionlint or all)"; exit 2 ;;
   esac
 done
