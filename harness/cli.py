@@ -56,8 +56,7 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
             "--provider",
             "providers",
             multiple=True,
-            type=click.Choice(PROVIDER_KINDS),
-            help="Only this provider kind.",
+            help=f"Only this provider kind ({', '.join(PROVIDER_KINDS)}), or a declared name.",
         ),
         click.option(
             "--signal", "signals", multiple=True, type=click.Choice(SIGNALS), help="Only this."
