@@ -110,9 +110,8 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
             "--provider",
             "providers",
             multiple=True,
-            type=click.Choice(PROVIDER_KINDS),
-            metavar="KIND",
-            help="Only this kind: idempotent, plain, unqueryable.",
+            metavar="KIND|NAME",
+            help=f"Only this provider kind ({', '.join(PROVIDER_KINDS)}), or a declared name.",
         ),
         click.option(
             "--signal",

@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.backends.base import Backend
 from harness.contract.errors import InfrastructureError, ToxiproxyUnavailable
+from harness.drivers import driver_for, provider, restore
 from harness.history import History
 from harness.plan import Cell
 from harness.probes import ProbeFailed, docker_version, postgres_dsn, postgres_version
@@ -125,30 +126,44 @@ class RunInfra:
 
         return ProcessBackend(history=history, watchdog=self.watchdog)
 
-    def make_target(self, cell: Cell, state_dir: Path) -> TargetAdapter:
+    def make_target(self, cell: Cell, trial_dir: Path) -> TargetAdapter:
         if self.command is not None:
             from harness.targets.command import CommandAdapter
 
             in_image = self.backend_name == "docker" and self.command.docker is not None
-            return CommandAdapter(self.command, state_dir=state_dir, in_image=in_image)
+            return CommandAdapter(self.command, trial_dir=trial_dir, in_image=in_image)
         from harness.targets.reference import ReferenceAdapter
 
         if cell.ledger == "postgres":
             assert self.pg_dsn is not None
-            return ReferenceAdapter.postgres(self.pg_dsn, state_dir=state_dir)
-        return ReferenceAdapter.sqlite(state_dir=state_dir)
+            return ReferenceAdapter.postgres(self.pg_dsn, state_dir=trial_dir)
+        return ReferenceAdapter.sqlite(state_dir=trial_dir)
 
     def skipped(self, cells: Sequence[Cell]) -> dict[str, str]:
         out = {}
         for c in cells:
-            if self.command is not None and c.scenario.needs_ledger:
-                out[c.id] = (
-                    f"{c.scenario.name} needs a ledger the harness can snapshot and fault; "
-                    "only the reference target has one"
-                )
+            reason = self._command_skip(c) if self.command is not None else None
+            if reason is not None:
+                out[c.id] = reason
             elif c.network and self.toxiproxy is None:
                 out[c.id] = f"no Toxiproxy server: {self.toxiproxy_error}"
         return out
+
+    def _command_skip(self, cell: Cell) -> str | None:
+        """Why a command target cannot run ``cell``, from what it declares (or not)."""
+        from harness.targets.command import restore_unsupported
+
+        if cell.scenario.needs_ledger:
+            return (
+                f"{cell.scenario.name} faults the link to a ledger the harness can put a "
+                "proxy in front of; only the reference target has one"
+            )
+        if cell.point in provider.NEEDS_CAP and self.command.max_attempts is None:
+            return provider.NO_CAP
+        driver = driver_for(cell.scenario.name, cell.point)
+        if driver is restore.state_store_restore:
+            return restore_unsupported(self.command)
+        return None
 
     def make_network(self, cell: Cell) -> Any:
         if not cell.network or self.toxiproxy is None:

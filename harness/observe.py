@@ -54,16 +54,18 @@ class Observer:
     def __init__(self, history: History) -> None:
         self.history = history
         self._lock = threading.Lock()
-        self._provider: ProviderLog | None = None
+        #: Every provider watched, with the last arrival id read from it.
+        self._providers: list[tuple[ProviderLog, list[int]]] = []
         self._ledger: LedgerLog | None = None
         self._logs: dict[str, tuple[Path, int]] = {}
-        self._arrivals: dict[int, tuple[Arrival, Event]] = {}
-        self._last_arrival = 0
-        self._effects: set[int] = set()
+        #: Arrivals and effects by (provider name, id): ids are each provider's own.
+        self._arrivals: dict[tuple[str, int], tuple[Arrival, Event]] = {}
+        self._effects: set[tuple[str, int]] = set()
         self._ledger_rows: set[tuple[Any, ...]] = set()
 
     def watch_provider(self, provider: ProviderLog) -> None:
-        self._provider = provider
+        """Read this provider too (a trial watches every provider its workers call)."""
+        self._providers.append((provider, [0]))
 
     def watch_ledger(self, ledger: LedgerLog) -> None:
         self._ledger = ledger
@@ -76,9 +78,9 @@ class Observer:
     def drain(self) -> None:
         """Append whatever was recorded since the last drain."""
         with self._lock:
-            if self._provider is not None:
-                self._arrivals_since(self._last_arrival)
-                self._new_effects()
+            for provider, last in self._providers:
+                self._arrivals_since(provider, last, last[0])
+                self._new_effects(provider)
             self._new_ledger_rows()
             for worker in list(self._logs):
                 self._new_log_lines(worker)
@@ -87,16 +89,15 @@ class Observer:
         """The last drain: everything new, and every arrival in its final state."""
         self.drain()
         with self._lock:
-            if self._provider is not None:
-                self._arrivals_since(0)
+            for provider, last in self._providers:
+                self._arrivals_since(provider, last, 0)
 
     # -- one source each ----------------------------------------------------------------
 
-    def _arrivals_since(self, after: int) -> None:
-        assert self._provider is not None
-        for a in self._provider.arrivals(after=after):
-            self._last_arrival = max(self._last_arrival, a.id)
-            seen = self._arrivals.get(a.id)
+    def _arrivals_since(self, provider: ProviderLog, last: list[int], after: int) -> None:
+        for a in provider.arrivals(after=after):
+            last[0] = max(last[0], a.id)
+            seen = self._arrivals.get((a.provider, a.id))
             event = arrival_event(a)
             if seen is None:
                 self.history.extend([event])
@@ -104,12 +105,11 @@ class Observer:
                 self.history.replace(seen[1], event)
             else:
                 continue
-            self._arrivals[a.id] = (a, event)
+            self._arrivals[(a.provider, a.id)] = (a, event)
 
-    def _new_effects(self) -> None:
-        assert self._provider is not None
-        fresh = [e for e in self._provider.effects() if e.id not in self._effects]
-        self._effects.update(e.id for e in fresh)
+    def _new_effects(self, provider: ProviderLog) -> None:
+        fresh = [e for e in provider.effects() if (e.provider, e.id) not in self._effects]
+        self._effects.update((e.provider, e.id) for e in fresh)
         self.history.extend(commit_event(e) for e in fresh)
 
     def _new_ledger_rows(self) -> None:

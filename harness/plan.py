@@ -3,6 +3,11 @@
 A :class:`Cell` is the engine's unit of work (one trial); the table it comes from is
 data in :mod:`scenarios.table`, which knows nothing of cells. :func:`select_cells` is
 what the command line's filters and ``--shard i/n`` leave of it.
+
+The reference worker calls one provider, of whatever kind the cell has. A command target
+declares its providers (name and kind) in ``crashpoint.toml``: each scenario runs against
+every declared provider whose kind it supports, so a worker that calls two providers has
+both faulted, and two providers of one kind are two cells.
 """
 
 from __future__ import annotations
@@ -15,10 +20,17 @@ from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import PROVIDER_KINDS
 from scenarios.table import BY_NAME, NETWORK_POINTS, SCENARIOS, Scenario
 
+#: A declared provider as the plan sees it: ``(name, kind)``.
+ProviderDecl = tuple[str, str]
+
 
 @dataclass(frozen=True)
 class Cell:
-    """One cell of the matrix: a scenario at one point, provider kind and signal."""
+    """One cell of the matrix: a scenario at one point, provider and signal.
+
+    ``provider`` is the kind; ``provider_name`` the declared provider the faults aim at,
+    None for the reference target (its one provider takes the cell's kind).
+    """
 
     scenario: Scenario
     point: str
@@ -27,10 +39,13 @@ class Cell:
     ledger: str = "sqlite"
     backend: str = "process"
     mutant: str | None = None
+    provider_name: str | None = None
 
     @property
     def id(self) -> str:
-        parts = [self.scenario.name, self.point, self.provider, self.signal or "none"]
+        # The name keeps two providers of one kind apart; the reference's ids keep the kind.
+        where = self.provider_name or self.provider
+        parts = [self.scenario.name, self.point, where, self.signal or "none"]
         parts += [self.ledger, self.backend]
         if self.mutant:
             parts.insert(0, self.mutant)
@@ -49,20 +64,32 @@ def cells(
     ledger: str = "sqlite",
     backend: str = "process",
     mutant: str | None = None,
+    declared: Sequence[ProviderDecl] | None = None,
 ) -> list[Cell]:
-    """Expand scenarios into cells, keeping only the providers and signals asked for."""
+    """Expand scenarios into cells, keeping only the providers and signals asked for.
+
+    ``declared`` is a command target's providers: each scenario is crossed with those of
+    them whose kind it supports (a provider passes ``providers`` by its kind or its name),
+    and, since such a target's own queue redelivers a job, a scenario's
+    ``redelivery_providers`` apply. Without it, the kinds themselves are crossed.
+    """
     out = []
     for s in scenarios:
         if s.ledgers is not None and ledger not in s.ledgers:
             continue
+        if declared is None:
+            targets: list[tuple[str, str | None]] = [(k, None) for k in s.providers]
+        else:
+            kinds = s.redelivery_providers or s.providers
+            targets = [(kind, name) for name, kind in declared if kind in kinds]
         for point in s.points:
-            for provider in s.providers:
-                if provider not in providers:
+            for kind, name in targets:
+                if kind not in providers and name not in providers:
                     continue
                 for sig in s.signals:
                     if signals is not None and sig is not None and sig not in signals:
                         continue
-                    out.append(Cell(s, point, provider, sig, ledger, backend, mutant))
+                    out.append(Cell(s, point, kind, sig, ledger, backend, mutant, name))
     return out
 
 
@@ -76,13 +103,18 @@ def select_cells(
     backend: str = "process",
     mutant: str | None = None,
     shard: str | None = None,
+    declared: Sequence[ProviderDecl] | None = None,
 ) -> list[Cell]:
-    """The cells the filters leave, in table order; unknown names are usage errors."""
+    """The cells the filters leave, in table order; unknown names are usage errors.
+
+    ``providers`` filters by kind, or by a declared provider's name.
+    """
     for name in scenarios:
         if name not in BY_NAME:
             raise ConfigError(
                 f"--scenario {name!r} is unknown; `crashpoint points` lists the scenarios"
             )
+    _check_providers(providers, declared)
     chosen = [BY_NAME[n] for n in scenarios] if scenarios else list(SCENARIOS)
     known_points = {p for s in chosen for p in s.points}
     for p in points:
@@ -98,6 +130,7 @@ def select_cells(
         ledger=ledger,
         backend=backend,
         mutant=mutant,
+        declared=declared,
     )
     if points:
         out = [c for c in out if c.point in points]
@@ -113,6 +146,23 @@ def select_cells(
             )
         out = mine
     return out
+
+
+def _check_providers(asked: Sequence[str], declared: Sequence[ProviderDecl] | None) -> None:
+    """Each ``--provider`` names a kind, or (for a command target) a declared provider."""
+    known = {x for decl in declared for x in decl} if declared is not None else PROVIDER_KINDS
+    for p in asked:
+        if p in known:
+            continue
+        if declared is None:
+            raise ConfigError(
+                f"--provider {p!r} is not a provider kind; choose from {', '.join(PROVIDER_KINDS)}"
+            )
+        names = ", ".join(f"{name} ({kind})" for name, kind in declared)
+        raise ConfigError(
+            f"--provider {p!r} is neither the name nor the kind of a declared provider; "
+            f"the target declares {names}"
+        )
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -25,7 +25,8 @@ def replay_command(spec: RunSpec, cell: Cell) -> str:
     if cell.mutant:
         parts += ["--mutant", cell.mutant]
     parts += ["--scenario", cell.scenario.name, "--point", cell.point]
-    parts += ["--provider", cell.provider]
+    # A declared provider by its name: two providers of one kind are two cells.
+    parts += ["--provider", cell.provider_name or cell.provider]
     if cell.signal:
         parts += ["--signal", cell.signal]
     parts += ["--ledger", cell.ledger, "--backend", cell.backend, "--seed", str(spec.seed)]

@@ -3,29 +3,60 @@
 Two implementations: :mod:`harness.targets.reference` (our worker, with an in-process
 adapter over its ledger) and :mod:`harness.targets.command` (any language, described in
 ``crashpoint.toml``). A target with a ledger gives the history its rows as events
-(claims, result writes, reconciles) and the oracle its final job states; one without a
-ledger gives the oracle provider truth only.
+(claims, result writes, reconciles); a target that can tell its jobs' end states (from
+its ledger, or from a declared ``status`` command) gives the oracle those; one that can
+do neither gives the oracle provider truth only, and the trial says what that leaves
+unjudged.
+
+Every figure an invariant or a wait needs from the target (its retry cap, its lease)
+is the target's own: nothing is borrowed from the reference worker (docs/fairness.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from harness.history import Event
+from harness.observe import ProviderLog
 from harness.oracle import JobFinal
+
+#: No arrival at any provider for this long counts as quiet ...
+QUIET_S = 0.3
+#: ... and for this many leases: a crashed worker's job is taken over only once its lease
+#: has run out, so a shorter silence is not the end.
+QUIET_LEASES = 1.5
+
+
+def quiet_window_s(lease_ttl_s: float) -> float:
+    """The provider silence that ends a trial whose target cannot tell its jobs' states,
+    and the window in which writes still arriving mean that retries never stopped."""
+    return max(QUIET_S, QUIET_LEASES * lease_ttl_s)
+
+
+#: How a job reaches the target a second time (``duplicate_delivery``): a second
+#: consumer with a ledger of its own, or the same job enqueued again into the same target.
+Redelivery = Literal["second_consumer", "enqueue_again"]
 
 
 class TargetAdapter(Protocol):
     """One trial's view of the target: enqueue jobs, start workers, read the end state."""
 
-    #: The name workers know the provider by (``CRASHPOINT_PROVIDER_<NAME>_URL``).
+    #: The name workers know the cell's provider by when the cell names none.
     provider_name: str
+    #: The most writes per job the target allows, as it declares; None: it declares none.
+    max_attempts: int | None
+    redelivery: Redelivery
+
+    def providers(self, kind: str) -> Sequence[tuple[str, str]]:
+        """``(name, kind)`` of every provider the workers call; ``kind`` is the cell's,
+        for a target whose one provider takes whatever kind the cell has."""
+        ...
 
     def setup(self) -> None: ...
 
-    def attach_provider(self, client: Any, env: Mapping[str, str]) -> None:
-        """The trial's provider client and the environment its processes get."""
+    def attach_providers(self, providers: Sequence[ProviderLog], env: Mapping[str, str]) -> None:
+        """The trial's providers (oracle clients) and the environment its processes get."""
         ...
 
     def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any]) -> None: ...
@@ -39,19 +70,19 @@ class TargetAdapter(Protocol):
         mutant: str | None,
         lease_ttl_s: float,
         http_timeout_s: float,
-        max_attempts: int,
     ) -> dict[str, str]: ...
 
     def quiescent(self, jobs: Iterable[str]) -> bool:
-        """Every job has reached an end (acknowledged, dead-lettered or needs_review)."""
+        """Every job has reached an end (acknowledged, dead-lettered or needs_review), or,
+        for a target that cannot tell, the providers have gone quiet."""
+        ...
+
+    def job_states(self, jobs: Iterable[str]) -> dict[str, JobFinal] | None:
+        """Each job's state now (final or not); None when the target cannot tell."""
         ...
 
     def ledger_dsn(self) -> str | None:
         """The DSN workers use, when the ledger is a server a proxy can stand in front of."""
-        ...
-
-    def ledger_jobs(self) -> list[JobFinal] | None:
-        """Every job's final state in the ledger; None when the target has no ledger."""
         ...
 
     def ledger_events(self) -> list[Event]:
@@ -63,8 +94,12 @@ class TargetAdapter(Protocol):
         triggers); may be ``self`` when the adapter is safe to share between threads."""
         ...
 
-    def snapshot(self) -> Any: ...
+    def snapshot(self) -> Any:
+        """The target's state now; taken while no worker runs."""
+        ...
 
-    def restore(self, snapshot: Any) -> None: ...
+    def restore(self, snapshot: Any) -> None:
+        """Put the state back as it was at ``snapshot``; no worker runs meanwhile."""
+        ...
 
     def close(self) -> None: ...

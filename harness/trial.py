@@ -10,6 +10,7 @@ the oracle judges and the report draws (:func:`harness.verdict.run_trial`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import shutil
@@ -17,15 +18,16 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fake_providers import Fault, ProviderProcess, start_provider
-from harness.backends.base import Backend, WorkerHandle
-from harness.contract.env import provider_env_var, provider_kind_var
-from harness.contract.errors import Inconclusive, RendezvousTimeout
+from harness.backends.base import Backend, LogsApart, WorkerHandle
+from harness.contract.env import STATE_DIR, provider_env_name, provider_env_var, provider_kind_var
+from harness.contract.errors import ConfigError, Inconclusive, RendezvousTimeout
 from harness.history import Event, History
 from harness.lanes import WorkerNames
 from harness.observe import Observer
@@ -33,7 +35,7 @@ from harness.oracle import TrialFacts
 from harness.plan import Cell
 from harness.providers import ProviderControl
 from harness.rendezvous import Gate, Hit, Rendezvous
-from harness.target import TargetAdapter
+from harness.target import TargetAdapter, quiet_window_s
 from harness.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -45,11 +47,14 @@ PROVIDER_NAME = "svc"
 
 @dataclass(frozen=True)
 class TrialConfig:
-    """Timing and infrastructure shared by every trial of a run."""
+    """Timing and infrastructure shared by every trial of a run.
+
+    The lease is the target's (a command target declares it); limits such as the retry
+    cap are the target's own and come from it, never from here (docs/fairness.md).
+    """
 
     lease_ttl_s: float = 0.6
     http_timeout_s: float = 0.6
-    max_attempts: int = 3
     jobs_per_trial: int = 2
     quiescence_timeout_s: float = 20.0
     #: How long a resumed or recovering worker gets to act before the end state is read.
@@ -87,6 +92,9 @@ class Trial:
         self.backend = make_backend(self.history)
         self.network = network
         self.reached = False
+        #: How the cell was reached: at a failpoint (exactly), at a provider hold (black
+        #: box), or None (by the harness's own action, or not at all).
+        self.reached_by: str | None = None
         self.waits_s = 0.0
         # Short paths: the failpoint socket lives here and UNIX socket paths are short.
         base = config.workdir or Path(tempfile.gettempdir())
@@ -103,23 +111,34 @@ class Trial:
         self._next_worker = 1
         self.jobs: list[str] = []
         self._bodies: dict[str, dict[str, Any]] = {}
+        #: Every provider the target's workers call, by name; the cell's faults aim at
+        #: :attr:`provider` (named :attr:`provider_name`), and its jobs go there.
+        self.providers: dict[str, ProviderProcess] = {}
         self.provider: ProviderProcess | None = None
         self.target: TargetAdapter | None = None
         self.rendezvous: Rendezvous | None = None
         self.provider_url = ""
         self.provider_name = PROVIDER_NAME
         self.stopped_at: float | None = None
+        #: When the last wait for quiescence ran out (None: it was reached).
+        self.quiet_deadline: float | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def setup(self) -> None:
         self.target = self._make_target(self.dir)
-        self.provider_name = self.target.provider_name
-        self.provider = start_provider(
-            self.cell.provider, state_path=self.dir / "provider.db", name=self.provider_name
-        )
+        self.provider_name = self.cell.provider_name or self.target.provider_name
+        declared = dict(self.target.providers(self.cell.provider))
+        if declared.get(self.provider_name) != self.cell.provider:
+            raise ConfigError(
+                f"cell {self.cell.id} aims at provider {self.provider_name!r} of kind "
+                f"{self.cell.provider!r}, which the target does not declare"
+            )
+        self.providers = start_providers(declared, self.dir)
+        self.provider = self.providers[self.provider_name]
         self.provider_url = self.provider.url
-        self.observer.watch_provider(self.provider.client)
+        for provider in self.providers.values():
+            self.observer.watch_provider(provider.client)
         self.rendezvous = Rendezvous(
             str(self.dir / "failpoints.sock"), history=self.history, names=self.names.name_of
         )
@@ -131,7 +150,9 @@ class Trial:
                 provider_url=self.provider_url,
                 ledger_dsn=self.target.ledger_dsn(),
             )
-        self.target.attach_provider(self.provider.client, self.provider_env())
+        self.target.attach_providers(
+            [p.client for p in self.providers.values()], self.provider_env()
+        )
 
     def stop(self) -> None:
         """Stop every worker and the rendezvous: from here on nothing acts, and what the
@@ -159,9 +180,9 @@ class Trial:
 
     def teardown(self) -> None:
         self.stop()
-        if self.provider is not None:
+        for provider in self.providers.values():
             with contextlib.suppress(Exception):
-                self.provider.close()
+                provider.close()
         for target in (self.target, *(t for t, _ in self.consumers)):
             if target is not None:
                 with contextlib.suppress(Exception):
@@ -195,8 +216,11 @@ class Trial:
             job_id = f"j-{len(self.jobs) + 1:04d}"
         if job_id not in self.jobs:
             self.jobs.append(job_id)
+        # Stamped when the delivery began: a worker may take the job up before a slow
+        # enqueue command has exited.
+        t = time.monotonic()
         target.enqueue(job_id, self.provider_name, self.job_body(job_id))
-        self.history.append("supervisor", "enqueue", job=job_id)
+        self.history.append("supervisor", "enqueue", job=job_id, t=t)
         return job_id
 
     def enqueue_batch(self) -> str:
@@ -227,7 +251,6 @@ class Trial:
                 mutant=self.cell.mutant,
                 lease_ttl_s=self.config.lease_ttl_s,
                 http_timeout_s=self.config.http_timeout_s,
-                max_attempts=self.config.max_attempts,
             )
         )
         if self.network is not None and not direct and "CRASHPOINT_LEDGER_DSN" in env:
@@ -235,9 +258,16 @@ class Trial:
         env["CRASHPOINT_WORKER_ID"] = name
         if recovery:
             env["CRASHPOINT_RECOVERY"] = "1"
-        cwd = env.get("CRASHPOINT_STATE_DIR", str(self.dir))
+        cwd = env.get(STATE_DIR, str(self.dir))
         argv = target.worker_argv()
-        handle = self.names.start(name, lambda: self.backend.start(name, argv, env=env, cwd=cwd))
+        start = functools.partial(self.backend.start, name, argv, env=env, cwd=cwd)
+        if Path(cwd) != self.dir and isinstance(self.backend, LogsApart):
+            # The worker's own state directory holds the worker's files only (a restore
+            # replaces it): its logs are the harness's, and stay in the trial's directory.
+            start = functools.partial(
+                self.backend.start_with_logs, name, argv, env=env, cwd=cwd, log_dir=self.dir
+            )
+        handle = self.names.start(name, start)
         self.workers[name] = handle
         log = getattr(handle, "stderr_path", None)
         if log is not None:
@@ -245,17 +275,21 @@ class Trial:
         return handle
 
     def provider_env(self, *, direct: bool = False) -> dict[str, str]:
-        """The environment every process of the target gets: ours plus the trial's."""
+        """The environment every process of the target gets: ours plus the trial's.
+
+        Every provider's URL and kind; only the cell's provider goes through the trial's
+        proxy (unless ``direct``), the others are always reached straight.
+        """
         assert self.rendezvous is not None
         env = {k: v for k, v in os.environ.items() if k != "CRASHPOINT_RECOVERY"}
-        url = self.provider_url
-        if self.network is not None and not direct:
-            url = self.network.provider_url or url
-        url_var = provider_env_var(self.provider_name)
-        env[url_var] = url
-        env[provider_kind_var(self.provider_name)] = self.cell.provider
+        for name, provider in self.providers.items():
+            url = provider.url
+            if name == self.provider_name and self.network is not None and not direct:
+                url = self.network.provider_url or url
+            env[provider_env_var(name)] = url
+            env[provider_kind_var(name)] = provider.kind
         env["CRASHPOINT_FAILPOINTS"] = str(self.rendezvous.path)
-        env["CRASHPOINT_STATE_DIR"] = str(self.dir)
+        env[STATE_DIR] = str(self.dir)
         return env
 
     def hold(self, point: str, *, job: str | None = None) -> Gate:
@@ -270,7 +304,7 @@ class Trial:
             raise Inconclusive(f"{what} was never reached: {exc}") from exc
         finally:
             self.waits_s += time.monotonic() - t0  # the worker's time, not ours
-        self.reached = True
+        self.reached, self.reached_by = True, "failpoint"
         return hit
 
     def arm(self, fault: Fault) -> str:
@@ -286,7 +320,7 @@ class Trial:
             raise Inconclusive(f"{what} was never reached: {exc}") from exc
         finally:
             self.waits_s += time.monotonic() - t0  # the worker's time, not ours
-        self.reached = True
+        self.reached, self.reached_by = True, "provider"
         self.history.append(
             f"provider:{self.provider_name}",
             "hold",
@@ -368,10 +402,12 @@ class Trial:
                     if self.abort.wait(self.config.settle_s):
                         raise Inconclusive("interrupted")
                     if self._all_quiescent():
+                        self.quiet_deadline = None
                         return True
                     continue
                 if self.abort.wait(0.02):
                     raise Inconclusive("interrupted")
+            self.quiet_deadline = deadline
             return False
         finally:
             self.waits_s += time.monotonic() - t0
@@ -389,7 +425,7 @@ class Trial:
         sub.mkdir()
         other = self._make_target(sub)
         other.setup()
-        other.attach_provider(self.provider.client, self.provider_env())
+        other.attach_providers([p.client for p in self.providers.values()], self.provider_env())
         self.consumers.append((other, [job_id]))
         other.enqueue(job_id, self.provider_name, self.job_body(job_id))
         self.history.append("supervisor", "enqueue", job=job_id, consumer=len(self.consumers) + 1)
@@ -398,13 +434,40 @@ class Trial:
     # -- judgement ------------------------------------------------------------------------
 
     def facts(self, *, quiescent: bool, review_expected: frozenset[str]) -> TrialFacts:
-        """What the oracle needs besides the history."""
+        """What the oracle needs besides the history: the limits are the target's own."""
         assert self.target is not None
+        states = self.target.job_states(self.jobs)
+        last_window = None
+        if not quiescent and self.quiet_deadline is not None:
+            last_window = self.quiet_deadline - quiet_window_s(self.config.lease_ttl_s)
         return TrialFacts(
             jobs=list(self.jobs),
-            provider_kinds={self.provider_name: self.cell.provider},
-            ledger_jobs=self.target.ledger_jobs(),
-            max_attempts=self.config.max_attempts,
+            provider_kinds={name: p.kind for name, p in self.providers.items()},
+            job_states=None if states is None else list(states.values()),
+            max_attempts=self.target.max_attempts,
             quiescent=quiescent,
             review_expected=review_expected,
+            last_window_from=last_window,
         )
+
+
+def start_providers(declared: Mapping[str, str], trial_dir: Path) -> dict[str, ProviderProcess]:
+    """Start one provider process per declared ``name -> kind``, side by side (each start
+    is a process launch; in sequence they would add up on every trial)."""
+
+    def start(name: str) -> ProviderProcess:
+        state = trial_dir / f"provider-{provider_env_name(name).lower()}.db"
+        return start_provider(declared[name], state_path=state, name=name)
+
+    if len(declared) == 1:
+        return {name: start(name) for name in declared}
+    with ThreadPoolExecutor(max_workers=len(declared)) as pool:
+        futures = {name: pool.submit(start, name) for name in declared}
+    started = {n: f.result() for n, f in futures.items() if f.exception() is None}
+    errors = [e for e in (f.exception() for f in futures.values()) if e is not None]
+    if errors:
+        for provider in started.values():
+            with contextlib.suppress(Exception):
+                provider.close()
+        raise errors[0]
+    return started

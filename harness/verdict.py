@@ -22,10 +22,10 @@ from harness.backends.base import Backend
 from harness.contract.errors import CrashpointError, Inconclusive
 from harness.contract.vocabulary import LIVENESS
 from harness.history import Event, History
-from harness.oracle import Violation, check
+from harness.oracle import TrialFacts, Violation, check, unjudged
 from harness.plan import Cell
-from harness.target import TargetAdapter
-from harness.trial import Trial, TrialConfig
+from harness.target import TargetAdapter, quiet_window_s
+from harness.trial import PROVIDER_NAME, Trial, TrialConfig
 from harness.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -43,6 +43,10 @@ class TrialResult:
     duration_s: float
     events: list[dict[str, Any]]
     timings: dict[str, float] = field(default_factory=dict)
+    #: Invariant -> why it (or the part its reason names) could not be judged.
+    unjudged: dict[str, str] = field(default_factory=dict)
+    #: "failpoint" (reached exactly), "provider" (at a provider hold), or None.
+    reached_by: str | None = None
 
     def to_json(self, replay: str) -> dict[str, Any]:
         c = self.cell
@@ -51,13 +55,16 @@ class TrialResult:
             "scenario": c.scenario.name,
             "injection_point": c.point,
             "provider": c.provider,
+            "provider_name": c.provider_name or PROVIDER_NAME,
             "signal": c.signal,
             "backend": c.backend,
             "ledger": c.ledger,
             "mutant": c.mutant,
             "verdict": self.verdict,
             "reached": self.reached,
+            "reached_by": self.reached_by,
             "reason": self.reason,
+            "unjudged": dict(self.unjudged),
             "violations": [v.to_json() for v in self.violations],
             "duration_s": round(self.duration_s, 4),
             "seed": self.seed,
@@ -107,12 +114,15 @@ def run_trial(
     reason: str | None = None
     verdict = "inconclusive"
     events: list[Event] | None = None
+    notes: dict[str, str] = {}
     try:
         trial.setup()
         review = driver(trial)
         quiescent = trial.wait_quiescent()
         events = trial.record()
-        violations = check(events, trial.facts(quiescent=quiescent, review_expected=review))
+        facts = trial.facts(quiescent=quiescent, review_expected=review)
+        violations = check(events, facts)
+        notes = unjudged(events, facts)
         safety = [v for v in violations if v.invariant not in LIVENESS]
         if violations:
             verdict = "violated"
@@ -122,7 +132,7 @@ def run_trial(
             verdict = "held"
         if not quiescent and not safety:
             verdict, violations = "inconclusive", []
-            reason = f"jobs did not all end within {config.quiescence_timeout_s:.0f} s"
+            reason = no_quiescence(events, facts, config)
     except Inconclusive as exc:
         reason = str(exc)
     except CrashpointError as exc:
@@ -157,7 +167,36 @@ def run_trial(
             "waits_s": trial.waits_s,
             "overhead_s": max(0.0, duration - trial.waits_s),
         },
+        unjudged=notes,
+        reached_by=trial.reached_by if trial.reached else None,
     )
+
+
+def no_quiescence(events: list[Event], facts: TrialFacts, config: TrialConfig) -> str:
+    """Why the trial's bound ran out: which jobs never ended, or what never went quiet."""
+    bound = f"{config.quiescence_timeout_s:.0f} s"
+    if facts.job_states is not None:
+        states = {j.job_id: j for j in facts.job_states}
+        open_jobs = [
+            f"{job} ({states[job].delivery_state})" if job in states else f"{job} (no state)"
+            for job in facts.jobs
+            if job not in states or not states[job].final
+        ]
+        return f"jobs did not all end within {bound}: {', '.join(open_jobs) or 'none open'}"
+    reached = {
+        e.job
+        for e in events
+        if e.kind in ("arrival", "reconcile") and e.source.startswith("provider:") and e.job
+    }
+    silent = [job for job in facts.jobs if job not in reached]
+    if silent:
+        return (
+            f"{', '.join(silent)} never reached a provider within {bound}, and the target "
+            "reports no job outcomes to tell a lost job from a slow one: declare [target] "
+            "status in crashpoint.toml"
+        )
+    quiet = quiet_window_s(config.lease_ttl_s)
+    return f"requests kept reaching the providers: never quiet for {quiet:.2f} s within {bound}"
 
 
 def trial_seed(run_seed: int, cell: Cell) -> int:

@@ -30,9 +30,13 @@ class Scenario:
     #: Leaves an unknown write that an unqueryable provider cannot reconcile: the only
     #: safe end there is needs_review (see DESIGN "Fairness").
     unknown_write: bool = False
-    #: Acts on the target's ledger itself (restores it, or faults its link), so only a
-    #: target whose ledger the harness can snapshot and fault (the reference) can run it.
+    #: Faults the link between the worker and its ledger database, so only a target whose
+    #: ledger the harness can put a proxy in front of (the reference) can run it.
     needs_ledger: bool = False
+    #: The provider kinds when the second delivery reaches the same target again (its own
+    #: queue redelivers the job, as a command target's does); None: ``providers``. Those
+    #: assume a second consumer with a ledger of its own, which only a key can protect.
+    redelivery_providers: tuple[str, ...] | None = None
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -70,6 +74,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         points=("redelivered_while_in_flight",),
         # Two consumers with ledgers of their own: only a provider key can protect this.
         providers=("idempotent",),
+        # Redelivered into the same queue: the target's own state can protect it anywhere.
+        redelivery_providers=ALL,
     ),
     Scenario(
         "lease_expiry_slow_worker",
@@ -87,7 +93,6 @@ SCENARIOS: tuple[Scenario, ...] = (
         points=("restore_after_effect",),
         signals=("SIGKILL",),
         unknown_write=True,
-        needs_ledger=True,
     ),
     Scenario(
         "provider_error_before_commit",

@@ -82,6 +82,25 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class LogsApart(Protocol):
+    """A backend that can write a worker's logs somewhere other than its working
+    directory (a command target's worker runs in a state directory a restore replaces)."""
+
+    def start_with_logs(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str | Path,
+        log_dir: str | Path,
+    ) -> WorkerHandle:
+        """:meth:`Backend.start`, with ``<name>.stdout.log`` and ``<name>.stderr.log`` in
+        ``log_dir``."""
+        ...
+
+
 def describe_exit(returncode: int | None) -> str:
     """``"exit 0"``, ``"killed by SIGKILL"`` or ``"running"`` for logs and reports."""
     if returncode is None:

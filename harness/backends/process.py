@@ -204,8 +204,19 @@ class ProcessBackend:
         env: Mapping[str, str],
         cwd: str | Path,
     ) -> ProcessHandle:
-        cwd = Path(cwd)
-        out_path, err_path = cwd / f"{name}.stdout.log", cwd / f"{name}.stderr.log"
+        return self.start_with_logs(name, argv, env=env, cwd=cwd, log_dir=cwd)
+
+    def start_with_logs(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str | Path,
+        log_dir: str | Path,
+    ) -> ProcessHandle:
+        cwd, logs = Path(cwd), Path(log_dir)
+        out_path, err_path = logs / f"{name}.stdout.log", logs / f"{name}.stderr.log"
         try:
             with open(out_path, "ab") as out, open(err_path, "ab") as err:
                 proc = subprocess.Popen(

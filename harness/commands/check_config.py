@@ -177,17 +177,16 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
             env[provider_env_var(p.name)] = providers[p.name].url
             env[provider_kind_var(p.name)] = p.kind
         env[FAILPOINTS] = str(rendezvous.path)
-        env[STATE_DIR] = str(work)
-        adapter = CommandAdapter(config, state_dir=work)
+        adapter = CommandAdapter(config, trial_dir=work)
         adapter.setup()
+        env[STATE_DIR] = str(adapter.state_dir)
         first = config.providers[0].name
-        adapter.attach_provider(providers[first].client, env)
+        adapter.attach_providers([p.client for p in providers.values()], env)
         worker_env = env | adapter.worker_env(
             "w1",
             mutant=None,
             lease_ttl_s=settings.lease_ttl_s,
             http_timeout_s=settings.http_timeout_s,
-            max_attempts=settings.max_attempts,
         )
         try:
             adapter.enqueue(JOB, first, {"job_id": JOB, "amount_cents": 4200})
@@ -196,7 +195,7 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
             return seen
         backend = get_backend("process", watchdog=watchdog)
         stack.callback(backend.close)
-        worker = backend.start("w1", adapter.worker_argv(), env=worker_env, cwd=work)
+        worker = backend.start("w1", adapter.worker_argv(), env=worker_env, cwd=adapter.state_dir)
         t0 = time.monotonic()
         for _ in _until(t0 + timeout_s):
             _look(seen, providers, adapter, rendezvous)
@@ -206,7 +205,7 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
         _look(seen, providers, adapter, rendezvous)
         seen.waited_s = time.monotonic() - t0
         seen.worker_exit = None if worker.alive() else worker.returncode
-        seen.worker_log = _tail(work / "w1.stderr.log")
+        seen.worker_log = _tail(adapter.state_dir / "w1.stderr.log")
     return seen
 
 

@@ -40,6 +40,8 @@ class MatrixOptions:
     shard: str | None = None
     lease_ttl_s: float | None = None
     pg_dsn: str | None = None
+    #: A command target's providers, ``(name, kind)``; None: the reference's, per kind.
+    declared: Sequence[tuple[str, str]] | None = None
 
     def cells(self, *, mutant: str | None = None) -> list[Cell]:
         return select_cells(
@@ -51,6 +53,7 @@ class MatrixOptions:
             backend=self.backend,
             mutant=mutant,
             shard=self.shard,
+            declared=self.declared,
         )
 
 

@@ -34,13 +34,8 @@ def run_command(
         command = load_config(config_path)
         if mutant is not None:
             raise ConfigError("--mutant applies to the reference target only, not to -c")
-        kind = command.providers[0].kind
-        if opts.providers and kind not in opts.providers:
-            raise ConfigError(
-                f"{config_path}: the provider is {kind}, but --provider asks for "
-                f"{', '.join(opts.providers)}"
-            )
-        opts = replace(opts, providers=(kind,), lease_ttl_s=opts.lease_ttl_s or command.lease_ttl_s)
+        declared = [(p.name, p.kind) for p in command.providers]
+        opts = replace(opts, declared=declared, lease_ttl_s=opts.lease_ttl_s or command.lease_ttl_s)
         target_doc = {"name": command.name, "kind": "command", "mutant": None}
         replay = ["-c", str(config_path)]
     elif target != "reference":

@@ -4,18 +4,37 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 
 from fake_providers import Fault
 from harness.contract.errors import Inconclusive
 from harness.drivers.review import NONE
+from harness.rendezvous import Hit
 from harness.target import TargetAdapter
 from harness.trial import Trial
 
+#: The held first attempt is released by this share of the lease after it was held, so
+#: the first worker still owns its job (DESIGN "Fairness": no recovery races a ghost).
+RELEASE_WITHIN_LEASES = 0.5
+#: How long after the release a redelivery may still be taken up by a worker.
+CONSUME_AFTER_S = 3.0
+
 
 def duplicate_delivery(trial: Trial) -> frozenset[str]:
-    """Deliver the job again, to a second consumer, while the first one's call is in flight.
+    """Deliver the job again while its first attempt's request is in flight.
 
-    The first delivery's request is held at the provider; the second consumer (a ledger
+    How a job reaches a target twice is the target's: a second consumer with a ledger of
+    its own (the reference), or the same job enqueued again into the same target (any
+    queue's at-least-once redelivery).
+    """
+    assert trial.target is not None
+    if trial.target.redelivery == "second_consumer":
+        return _to_a_second_consumer(trial)
+    return _enqueued_again(trial)
+
+
+def _to_a_second_consumer(trial: Trial) -> frozenset[str]:
+    """The first delivery's request is held at the provider; the second consumer (a ledger
     of its own, as when one message reaches two subscribers) sends its own request for
     the same job. Only the provider's idempotency can keep the effect single, and the
     second consumer must not read "in flight" as "failed".
@@ -35,6 +54,82 @@ def duplicate_delivery(trial: Trial) -> frozenset[str]:
         raise Inconclusive(f"the second delivery of {job} never reached the provider")
     trial.release(fault_id, "commit")
     return NONE
+
+
+def _enqueued_again(trial: Trial) -> frozenset[str]:
+    """The same job (id and payload) enqueued again while the first attempt's request is
+    held at the provider, with a second worker free to take it.
+
+    The cell is reached when the second delivery was consumed: the enqueue command
+    exited 0 and, for a worker that speaks failpoints, a worker reached a failpoint for
+    the job after it, or a second write for it reached the provider. Whether that worker
+    sends is its business: one that waits for the first attempt instead is right to.
+    Fairness: the held request is released before the first worker's lease can expire,
+    whatever the second worker did, so the first attempt stays the first worker's.
+    """
+    assert trial.rendezvous is not None
+    job = trial.enqueue_batch()
+    fault_id = trial.arm(Fault("hold_before_commit", job=job))
+    trial.start_worker()
+    trial.start_worker()  # free (or done with the other jobs) when the redelivery comes
+    held = trial.wait_held(fault_id, what=f"first delivery's request for {job}")
+    release_by = held.t_mono + trial.config.lease_ttl_s * RELEASE_WITHIN_LEASES
+    before = [h for h in trial.rendezvous.hits() if h.job == job]
+    # The worker whose request is held goes on with its attempt after the release: its
+    # later failpoints are that attempt's, not the redelivery's.
+    first = _Window(job, busy=before[-1].source if before else None)
+    trial.reached, trial.reached_by = False, None
+    first.opened = time.monotonic()
+    trial.enqueue(job)  # a failing enqueue is the configuration's error, not a verdict
+    while time.monotonic() < release_by and len(trial.writes(job)) < 2:
+        trial.sleep(0.02)
+    first.released = time.monotonic()
+    trial.release(fault_id, "commit")
+    deadline = time.monotonic() + CONSUME_AFTER_S
+    consumed, how = _consumed(trial, first, speaks=bool(before))
+    while not consumed:
+        if time.monotonic() >= deadline:
+            raise Inconclusive(
+                f"the second delivery of {job} was enqueued (the enqueue command exited 0), "
+                f"but no worker reached a failpoint for {job} after it and no second write "
+                f"reached the provider within {CONSUME_AFTER_S:.0f} s of the release: a "
+                "target whose enqueue drops a job it already holds cannot be redelivered to"
+            )
+        trial.sleep(0.02)
+        consumed, how = _consumed(trial, first, speaks=bool(before))
+    trial.reached, trial.reached_by = True, how
+    return NONE
+
+
+@dataclass
+class _Window:
+    """When the redelivery of ``job`` was made and the held request let go, and the lane
+    of the worker whose request was held."""
+
+    job: str
+    busy: str | None
+    opened: float = 0.0
+    released: float = float("inf")
+
+    def takes_up(self, hit: Hit, lanes: set[str]) -> bool:
+        """``hit`` is a worker taking up the redelivery: any worker's, for the job, while
+        the first attempt was frozen at the provider; after that, another worker's."""
+        if hit.job != self.job or hit.source not in lanes or hit.t <= self.opened:
+            return False
+        return hit.t < self.released or hit.source != self.busy
+
+
+def _consumed(trial: Trial, window: _Window, *, speaks: bool) -> tuple[bool, str | None]:
+    """Whether the redelivery is known to be consumed, and how: at a failpoint, at the
+    provider (a second write), or (None) by the enqueue alone, which is all a worker
+    without failpoints can show."""
+    assert trial.rendezvous is not None
+    lanes = {f"worker:{name}" for name in trial.workers}
+    if any(window.takes_up(h, lanes) for h in trial.rendezvous.hits()):
+        return True, "failpoint"
+    if len(trial.writes(window.job)) >= 2:
+        return True, "provider"
+    return not speaks, None
 
 
 def simultaneous_trigger(trial: Trial) -> frozenset[str]:

@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 from fake_providers import Fault
+from harness.contract.errors import Inconclusive
 from harness.drivers.review import NONE, review_if_unqueryable
 from harness.trial import Trial
+
+#: Points that fail past the target's retry cap: without a declared cap there is none to
+#: fail past (borrowing another worker's would fail a correct worker with a larger one),
+#: so the run skips them with :data:`NO_CAP`.
+NEEDS_CAP = frozenset({"fail_past_cap"})
+NO_CAP = "the target declares no max_attempts"
 
 
 def provider_error_before_commit(trial: Trial) -> frozenset[str]:
     """5xx before commit: once (a bounded retry succeeds) or past the retry cap."""
+    assert trial.target is not None
     job = trial.enqueue_batch()
-    times = 1 if trial.cell.point == "fail_once" else trial.config.max_attempts + 1
+    cap = trial.target.max_attempts
+    if trial.cell.point in NEEDS_CAP:
+        if cap is None:
+            raise Inconclusive(f"{trial.cell.point}: {NO_CAP}")
+        times = cap + 1
+    else:
+        times = 1
     trial.arm(Fault("fail_before_commit", job=job, times=times, status=503))
     trial.start_worker()
     trial.reached = True

@@ -26,7 +26,22 @@ from harness.oracle.safety import (
     stable_key_and_payload,
 )
 
-__all__ = ["CHECKS", "JobFinal", "TrialFacts", "Violation", "check"]
+__all__ = ["CHECKS", "JobFinal", "TrialFacts", "Violation", "check", "unjudged"]
+
+#: Why an invariant (or part of one) could not be judged, by what the target left out.
+NO_JOB_STATES = "the target reports no job outcomes: declare [target] status in crashpoint.toml"
+NO_REVIEW_STATES = (
+    "whether the unreconcilable job ended in needs_review is not judged (its replays are): "
+    "the target reports no job outcomes: declare [target] status in crashpoint.toml"
+)
+NO_CLAIMS = (
+    "the target reports no lease claims (a ledger whose claims become events), so a "
+    "result or a call under a stale token cannot be told from a current one"
+)
+NO_MAX_ATTEMPTS = (
+    "only that retries stop is checked: the target declares no max_attempts; declare "
+    "[target] max_attempts in crashpoint.toml"
+)
 
 Invariant = Callable[[Record, TrialFacts], list[Violation]]
 
@@ -55,3 +70,21 @@ def check(events: Sequence[Event], facts: TrialFacts) -> list[Violation]:
             continue
         found += invariant(record, facts)
     return found
+
+
+def unjudged(events: Sequence[Event], facts: TrialFacts) -> dict[str, str]:
+    """Invariant -> why it (or the part named) could not be judged in this trial.
+
+    A trial whose judged invariants all held is ``held`` with these notes: what the
+    target does not report is said, never turned into a verdict either way.
+    """
+    out = {}
+    if not any(e.kind == "claim" for e in events):
+        out["fenced_writes"] = NO_CLAIMS
+    if facts.job_states is None:
+        out["nothing_lost"] = NO_JOB_STATES
+        if facts.review_expected:
+            out["ambiguity_goes_to_review"] = NO_REVIEW_STATES
+    if facts.max_attempts is None:
+        out["bounded_retries"] = NO_MAX_ATTEMPTS
+    return out

@@ -2,7 +2,8 @@
 
 The history holds everything that happened (arrivals, commits, claims, result writes);
 :class:`TrialFacts` holds what is not an event: the jobs, each provider's kind, the
-ledger's final job states and the limits the target declared. :func:`read` turns the
+jobs' end states as the target reports them (its ledger, or its ``status`` command) and
+the limits the target declared. :func:`read` turns the
 events back into the records the invariants compare, remembering each record's event
 index so a violation can point at the events it was decided from.
 """
@@ -21,16 +22,26 @@ _ARRIVAL_FIELDS = tuple(f.name for f in fields(Arrival))
 _EFFECT_FIELDS = tuple(f.name for f in fields(Effect))
 
 
+#: Delivery states that end a job's journey (needs_review ends it too).
+END_DELIVERY_STATES = frozenset({"acknowledged", "dead_lettered"})
+
+
 @dataclass(frozen=True)
 class JobFinal:
-    """A job's durable state at the end of a trial, as the target's ledger says."""
+    """A job's durable state at the end of a trial, as the target reports it."""
 
     job_id: str
     delivery_state: str
     execution_state: str
     side_effect_state: str
     needs_review: bool
-    attempts: int
+    #: Attempts the target counted; None when it does not say.
+    attempts: int | None
+
+    @property
+    def final(self) -> bool:
+        """The job has ended: acknowledged, dead-lettered or in needs_review."""
+        return self.needs_review or self.delivery_state in END_DELIVERY_STATES
 
 
 @dataclass(frozen=True)
@@ -39,13 +50,18 @@ class TrialFacts:
 
     jobs: Sequence[str]
     provider_kinds: Mapping[str, str]
-    #: The ledger's final job states; None when the target has no ledger.
-    ledger_jobs: Sequence[JobFinal] | None = None
-    #: The most attempts the target allows; None when it declared none (nothing checked).
+    #: Every job's state at the end, from the target's ledger or its status command;
+    #: None when the target cannot tell (what that leaves unjudged: :func:`unjudged`).
+    job_states: Sequence[JobFinal] | None = None
+    #: The most writes per job the target declares; None: it declares none, and only
+    #: that retries stop is checked.
     max_attempts: int | None = None
     quiescent: bool = True
     #: Jobs whose only safe end is needs_review (an unprotectable cell, see DESIGN "Fairness").
     review_expected: frozenset[str] = frozenset()
+    #: When the trial's bound ran out before quiescence: the monotonic time its last quiet
+    #: window began. A job still written to after it had retries that did not stop.
+    last_window_from: float | None = None
 
 
 @dataclass(frozen=True)
@@ -75,10 +91,10 @@ class Record:
     result_writes: tuple[ResultWrite, ...] = ()
     #: The index of the event each record was read from (records are unique values).
     index: Mapping[object, int] = field(default_factory=dict)
-    #: Arrival id -> the index of its arrival event.
-    arrival_index: Mapping[int, int] = field(default_factory=dict)
-    #: Arrival id -> other events about that arrival (a provider's hold).
-    related: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    #: (provider, arrival id) -> the index of its arrival event (ids are per provider).
+    arrival_index: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    #: (provider, arrival id) -> other events about that arrival (a provider's hold).
+    related: Mapping[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     #: Signals sent to workers: the moments of the crashes that led to any violation.
     signals: tuple[int, ...] = ()
 
@@ -91,9 +107,9 @@ class Record:
                 out.add(self.index[fact])
             arrival = None
             if isinstance(fact, Arrival):
-                arrival = fact.id
+                arrival = (fact.provider, fact.id)
             elif isinstance(fact, Effect):
-                arrival = fact.arrival_id
+                arrival = (fact.provider, fact.arrival_id)
             if arrival is not None:
                 out.update(self.related.get(arrival, ()))
                 if arrival in self.arrival_index:
@@ -112,7 +128,7 @@ def read(events: Sequence[Event]) -> Record:
     claims: list[Claim] = []
     writes: list[ResultWrite] = []
     index: dict[object, int] = {}
-    related: dict[int, list[int]] = defaultdict(list)
+    related: dict[tuple[str, int], list[int]] = defaultdict(list)
     signals: list[int] = []
     for i, e in enumerate(events):
         if e.kind in ("arrival", "reconcile") and is_provider_event(e):
@@ -132,8 +148,8 @@ def read(events: Sequence[Event]) -> Record:
             write = ResultWrite(job, tok, _worker(e), accepted, e.t)
             writes.append(write)
             index[write] = i
-        elif isinstance(e.fields.get("arrival"), int):
-            related[e.fields["arrival"]].append(i)
+        elif isinstance(e.fields.get("arrival"), int) and is_provider_event(e):
+            related[(e.source.removeprefix("provider:"), e.fields["arrival"])].append(i)
         elif e.kind == "signal":
             signals.append(i)
     return Record(
@@ -142,7 +158,7 @@ def read(events: Sequence[Event]) -> Record:
         claims=tuple(claims),
         result_writes=tuple(writes),
         index=index,
-        arrival_index={a.id: index[a] for a in arrivals},
+        arrival_index={(a.provider, a.id): index[a] for a in arrivals},
         related={k: tuple(v) for k, v in related.items()},
         signals=tuple(signals),
     )

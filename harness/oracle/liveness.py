@@ -1,4 +1,9 @@
-"""Invariant 5: the end state, decided only at quiescence."""
+"""Invariant 5: the end state, decided only at quiescence, from the jobs' reported states.
+
+Provider truth alone cannot tell a lost job from one a correct worker dead-lettered or
+sent to review (neither has an effect): without job states from the target, nothing is
+decided here, and :func:`harness.oracle.unjudged` says so in the trial's record.
+"""
 
 from __future__ import annotations
 
@@ -11,23 +16,22 @@ from harness.oracle.facts import Record, TrialFacts
 
 def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
     """5. At quiescence every job ended: one effect, or needs_review / dead-lettered."""
+    states = facts.job_states
+    if states is None:
+        return []
     effects: dict[str, list[Effect]] = defaultdict(list)
     for e in record.effects:
         if e.job_id is not None:
             effects[e.job_id].append(e)
-    ledger = facts.ledger_jobs
-    finals = {j.job_id: j for j in ledger} if ledger else {}
+    finals = {j.job_id: j for j in states}
     out = []
     for job in facts.jobs:
         n = len(effects.get(job, []))
         final = finals.get(job)
         if final is None:
-            if ledger:
-                out.append(
-                    violation("nothing_lost", job, f"{job} is missing from the ledger", record)
-                )
-            elif n == 0 and job not in facts.review_expected:
-                out.append(violation("nothing_lost", job, f"{job} ended with no effect", record))
+            out.append(
+                violation("nothing_lost", job, f"the target reports no state for {job}", record)
+            )
             continue
         if final.delivery_state == "acknowledged" and n != 1:
             out.append(
@@ -40,7 +44,7 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
                     effects=effects.get(job, []),
                 )
             )
-        elif final.needs_review or final.delivery_state in ("acknowledged", "dead_lettered"):
+        elif final.final:
             continue
         else:
             out.append(

@@ -115,10 +115,16 @@ def stable_key_and_payload(record: Record, facts: TrialFacts) -> list[Violation]
 
 
 def bounded_retries(record: Record, facts: TrialFacts) -> list[Violation]:
-    """6. Attempts never exceed the configured maximum (when the target declared one)."""
+    """6. Attempts never exceed the maximum the target declares; without one, retries stop.
+
+    With no declared maximum there is no figure to hold writes to (the reference
+    worker's would be borrowed, and a correct worker with a larger cap would fail), so
+    the only violation is a job still being written to in the last quiet window before
+    the trial's bound ran out.
+    """
     limit = facts.max_attempts
     if limit is None:
-        return []
+        return _retries_stop(record, facts)
     out = []
     for (provider, job), writes in sorted(writes_by_job(record.arrivals).items()):
         if len(writes) > limit:
@@ -131,8 +137,8 @@ def bounded_retries(record: Record, facts: TrialFacts) -> list[Violation]:
                     arrivals=writes,
                 )
             )
-    for j in facts.ledger_jobs or ():
-        if j.attempts > limit:
+    for j in facts.job_states or ():
+        if j.attempts is not None and j.attempts > limit:
             out.append(
                 violation(
                     "bounded_retries",
@@ -140,6 +146,28 @@ def bounded_retries(record: Record, facts: TrialFacts) -> list[Violation]:
                     f"{j.job_id} ran {j.attempts} attempts; the maximum is {limit}",
                     record,
                     ledger=[j],
+                )
+            )
+    return out
+
+
+def _retries_stop(record: Record, facts: TrialFacts) -> list[Violation]:
+    since = facts.last_window_from
+    if since is None:
+        return []
+    out = []
+    for (provider, job), writes in sorted(writes_by_job(record.arrivals).items()):
+        late = [w for w in writes if w.t_mono >= since]
+        if late:
+            out.append(
+                violation(
+                    "bounded_retries",
+                    job,
+                    f"retries did not stop: {len(writes)} writes for {job} reached {provider}, "
+                    f"{len(late)} of them in the trial's last quiet window, and the target "
+                    "declares no max_attempts",
+                    record,
+                    arrivals=writes,
                 )
             )
     return out
@@ -164,8 +192,8 @@ def ambiguity_goes_to_review(record: Record, facts: TrialFacts) -> list[Violatio
                     )
                 )
                 break
-    if facts.ledger_jobs is not None and facts.quiescent:
-        for j in facts.ledger_jobs:
+    if facts.job_states is not None and facts.quiescent:
+        for j in facts.job_states:
             if j.job_id in facts.review_expected and not j.needs_review:
                 out.append(
                     violation(

@@ -2,13 +2,22 @@
 keys and its checks are in :mod:`harness.targets.config`).
 
 Arguments naming a file beside ``crashpoint.toml`` are made absolute, because the worker
-runs in the trial's fresh state directory; a worker in the target's own image
-(``[target.docker]`` under ``--backend docker``) gets its command as written, since its
-paths are the image's (the enqueue and status commands run on the host either way).
-Without a ledger the oracle judges from provider truth alone, and a trial is quiescent
-once every job has an effect and the provider has been quiet for longer than a lease (a
-crashed worker's job is taken over only once its lease has run out, so a shorter silence
-is not the end).
+runs in its own state directory: ``state/`` in the trial's directory, its working
+directory and ``CRASHPOINT_STATE_DIR``, apart from the harness's files (provider
+databases, the failpoint socket, worker logs, job payloads, snapshots), so a restore of
+that directory puts back the worker's state and nothing of the harness's. A worker in the
+target's own image (``[target.docker]`` under ``--backend docker``) gets its command as
+written, since its paths are the image's (the enqueue and status commands run on the
+host either way).
+
+A job's end state comes from the declared ``status`` command: the trial ends as soon as
+every job is final (and still is after the settle pause). The command is one process per
+job, so it runs only for jobs not yet final, once the providers have been quiet for a
+moment, at a modest interval. Without it the harness cannot tell a lost job from a slow
+one: a trial then ends once every job has reached a provider and the providers have been
+quiet for longer than a lease (a crashed worker's job is taken over only once its lease
+has run out, so a shorter silence is not the end), and the oracle leaves ``nothing_lost``
+unjudged, saying why.
 
 The enqueue and status commands are the user's: when one fails, that is the
 configuration's problem, so it is a :class:`ConfigError` (exit 2) naming the command and
@@ -20,16 +29,20 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.contract.env import FAILPOINTS
+from harness.contract.env import FAILPOINTS, STATE_DIR
 from harness.contract.errors import ConfigError
 from harness.history import Event
+from harness.observe import ProviderLog
 from harness.oracle import JobFinal
+from harness.target import Redelivery, quiet_window_s
 from harness.targets.config import (
     CommandConfig,
     JobStatus,
@@ -39,31 +52,118 @@ from harness.targets.config import (
 )
 
 # The schema used to live here; the run command still imports it from this module.
-__all__ = ["CommandAdapter", "CommandConfig", "JobStatus", "ProviderDecl", "load_config"]
+__all__ = [
+    "CommandAdapter",
+    "CommandConfig",
+    "JobStatus",
+    "ProviderDecl",
+    "load_config",
+    "restore_unsupported",
+]
 ENQUEUE_TIMEOUT_S = 10.0
 STATUS_TIMEOUT_S = 10.0
-#: No arrival for this long (with every job served) counts as quiet ...
-QUIET_S = 0.3
-#: ... and for this many leases: a recovering worker acts only after a lease expires.
-QUIET_LEASES = 1.5
+#: The status command runs once no request has reached a provider for this long ...
+STATUS_QUIET_S = 0.1
+#: ... and at most once per job in this interval.
+STATUS_POLL_S = 0.15
+
+#: How each reported state reads as a job's end state (delivery, execution, side effect).
+_STATES = {
+    "done": ("acknowledged", "succeeded", "confirmed"),
+    "needs_review": ("needs_review", "unknown", "ambiguous"),
+    "dead_lettered": ("dead_lettered", "failed", "not_confirmed"),
+    "pending": ("pending", "pending", "unknown"),
+}
+
+
+def job_final(job_id: str, status: JobStatus) -> JobFinal:
+    """A status line as the oracle reads a job's state."""
+    delivery, execution, effect = _STATES[status.state]
+    return JobFinal(
+        job_id=job_id,
+        delivery_state=delivery,
+        execution_state=execution,
+        side_effect_state=effect,
+        needs_review=status.state == "needs_review",
+        attempts=status.attempts,
+    )
+
+
+def restore_unsupported(config: CommandConfig) -> str | None:
+    """Why ``state_store_restore`` cannot run against this target, or None when it can:
+    a restore puts back the worker's state directory, so a ledger elsewhere is out of
+    its reach."""
+    dsn = config.ledger_dsn
+    if dsn is None:
+        return None
+    if dsn.startswith(("postgresql://", "postgres://")):
+        return (
+            f"{config.path}: target.ledger.dsn is a PostgreSQL database, which every trial "
+            "of the run shares: restoring it would mean dropping and reloading the user's "
+            "database, which the harness does not do; keep the ledger in the worker's "
+            "state directory (a relative sqlite:/// path) to run state_store_restore"
+        )
+    if dsn.startswith("sqlite:///") and not Path(dsn.removeprefix("sqlite:///")).is_absolute():
+        return None
+    return (
+        f"{config.path}: target.ledger.dsn {dsn!r} lies outside the worker's state "
+        "directory, which is what a restore puts back; use a relative sqlite:/// path"
+    )
+
+
+class _Activity:
+    """New arrivals at the trial's providers, and which jobs have reached one."""
+
+    def __init__(self) -> None:
+        self.providers: list[ProviderLog] = []
+        self._last: list[int] = []
+        self.touched: set[str] = set()
+
+    def attach(self, providers: Sequence[ProviderLog]) -> None:
+        self.providers = list(providers)
+        self._last = [0] * len(self.providers)
+
+    def arrived(self) -> bool:
+        """Whether any request reached a provider since the last call."""
+        any_new = False
+        for i, provider in enumerate(self.providers):
+            new = provider.arrivals(after=self._last[i])
+            if new:
+                any_new = True
+                self._last[i] = max(a.id for a in new)
+                self.touched.update(a.job_id for a in new if a.job_id is not None)
+        return any_new
 
 
 class CommandAdapter:
     """A :class:`~harness.target.TargetAdapter` for a worker described by a config."""
 
-    def __init__(self, config: CommandConfig, *, state_dir: Path, in_image: bool = False) -> None:
+    #: A second delivery is the same job enqueued again into the same target.
+    redelivery: Redelivery = "enqueue_again"
+
+    def __init__(self, config: CommandConfig, *, trial_dir: Path, in_image: bool = False) -> None:
         self.provider_name = config.providers[0].name
         self.config = config
-        self.state_dir = state_dir
+        self.max_attempts = config.max_attempts
+        self.trial_dir = trial_dir
+        self.state_dir = trial_dir / "state"
+        self.jobs_dir = trial_dir / "jobs"
         #: The workers run in the target's own image: their argv is the image's, as written.
         self.in_image = in_image
-        self.client: Any = None
         self.env: dict[str, str] = {}
-        self._last_arrivals = -1
-        self._quiet_since = 0.0
         self._lease_ttl_s = config.lease_ttl_s
         #: The workers' settings (all but their id), which the status command gets too.
         self._settings: dict[str, str] = {}
+        self._activity = _Activity()
+        #: When the providers last went quiet (a worker start or a restore counts too).
+        self._quiet_since: float | None = None
+        self._last_activity = 0.0
+        #: Each job's last reported state, and when it was read.
+        self._states: dict[str, tuple[JobFinal, float]] = {}
+        self._last_poll = 0.0
+        #: The last answer was "all final": the next one reads every job again.
+        self._all_final = False
+        self._snapshots = 0
 
     def _abs(self, args: Iterable[str]) -> list[str]:
         out = []
@@ -72,12 +172,27 @@ class CommandAdapter:
             out.append(str(beside) if not a.startswith("-") and beside.exists() else a)
         return out
 
-    def setup(self) -> None:
-        (self.state_dir / "jobs").mkdir(parents=True, exist_ok=True)
+    def providers(self, kind: str) -> Sequence[tuple[str, str]]:
+        """The declared providers; the cell names which of them its faults aim at."""
+        del kind
+        return [(p.name, p.kind) for p in self.config.providers]
 
-    def attach_provider(self, client: Any, env: Mapping[str, str]) -> None:
-        self.client = client
+    def setup(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+
+    def attach_providers(self, providers: Sequence[ProviderLog], env: Mapping[str, str]) -> None:
+        self._activity.attach(providers)
         self.env = dict(env)
+
+    def _command_env(self) -> dict[str, str]:
+        """Where the enqueue and status commands run: the workers' environment, without
+        the failpoint socket (delivering or asking about a job is not a boundary, and a
+        command that shares the worker's code must never block on a hold meant for a
+        worker)."""
+        env = {**(self.env or os.environ), **self._settings, STATE_DIR: str(self.state_dir)}
+        env.pop(FAILPOINTS, None)
+        return env
 
     def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any]) -> None:
         payload = self._payload_file(job_id)
@@ -86,22 +201,21 @@ class CommandAdapter:
             "enqueue",
             self.config.enqueue,
             job_id,
-            env=self.env,
+            env=self._command_env(),
             timeout_s=ENQUEUE_TIMEOUT_S,
             fix="make it exit 0 once the job is queued",
         )
+        self._went_active()
 
     def job_status(self, job_id: str) -> JobStatus | None:
         """The job's state from the declared ``status`` command; None when none is declared.
 
         It runs where the workers run, with their environment, but without the failpoint
-        socket: asking about a job is not a boundary, and a status command that shares
-        the worker's code must never block on a hold meant for a worker.
+        socket (see :meth:`_command_env`).
         """
         if self.config.status is None:
             return None
-        env = {**(self.env or os.environ), **self._settings}
-        env.pop(FAILPOINTS, None)
+        env = self._command_env()
         done = self._run(
             "status",
             self.config.status,
@@ -121,7 +235,7 @@ class CommandAdapter:
             ) from None
 
     def _payload_file(self, job_id: str) -> Path:
-        return self.state_dir / "jobs" / f"{job_id}.json"
+        return self.jobs_dir / f"{job_id}.json"
 
     def _run(
         self,
@@ -179,47 +293,95 @@ class CommandAdapter:
         mutant: str | None,
         lease_ttl_s: float,
         http_timeout_s: float,
-        max_attempts: int,
     ) -> dict[str, str]:
         del mutant
         self._lease_ttl_s = lease_ttl_s
         # The trial's lease (crashpoint.toml's, unless --lease-ttl-s overrides it): the
-        # scenarios time their waits by it, so the worker must use the same one.
+        # scenarios time their waits by it, so the worker must use the same one. The HTTP
+        # timeout is offered, derived from that lease; a worker may keep its own.
         env = {
             "CRASHPOINT_WORKER_ID": worker_id,
-            "CRASHPOINT_STATE_DIR": str(self.state_dir),
+            STATE_DIR: str(self.state_dir),
             "CRASHPOINT_LEASE_TTL_S": str(lease_ttl_s),
             "CRASHPOINT_HTTP_TIMEOUT_S": str(http_timeout_s),
-            "CRASHPOINT_MAX_ATTEMPTS": str(max_attempts),
         }
         if self.config.max_attempts is not None:
-            # The worker's own declared cap, never a figure borrowed from the reference.
+            # The worker's own declared cap; without one it is told none (never ours).
             env["CRASHPOINT_MAX_ATTEMPTS"] = str(self.config.max_attempts)
         if self.config.ledger_dsn is not None:
             env["CRASHPOINT_LEDGER_DSN"] = self.config.ledger_dsn
         self._settings = {k: v for k, v in env.items() if k != "CRASHPOINT_WORKER_ID"}
+        self._went_active()  # a worker starting now may act only after its start-up
         return env
 
     def ledger_dsn(self) -> str | None:
         dsn = self.config.ledger_dsn
         return dsn if dsn is not None and dsn.startswith("postgresql") else None
 
-    def quiescent(self, jobs: Iterable[str]) -> bool:
-        """Every job has an effect, and no request arrived for longer than a lease."""
-        if self.client is None:
-            return False
-        wanted = set(jobs)
-        served = {e.job_id for e in self.client.effects()}
-        arrivals = len(self.client.arrivals())
-        now = time.monotonic()
-        if arrivals != self._last_arrivals:
-            self._last_arrivals, self._quiet_since = arrivals, now
-            return False
-        quiet_s = max(QUIET_S, QUIET_LEASES * self._lease_ttl_s)
-        return wanted <= served and now - self._quiet_since >= quiet_s
+    # -- the end of a trial -------------------------------------------------------------
 
-    def ledger_jobs(self) -> list[JobFinal] | None:
-        return None
+    def _went_active(self) -> None:
+        self._quiet_since = None
+        self._all_final = False
+
+    def _quiet_for(self) -> float:
+        """Seconds since the last arrival (or start, enqueue, restore); 0.0 if just now."""
+        now = time.monotonic()
+        if self._activity.arrived():
+            self._last_activity = now
+            self._went_active()
+        if self._quiet_since is None:
+            self._quiet_since = now
+        return now - self._quiet_since
+
+    def quiescent(self, jobs: Iterable[str]) -> bool:
+        """Every job is final by the status command, or, without one, every job has
+        reached a provider and none has been reached for longer than a lease."""
+        wanted = list(jobs)
+        quiet_s = self._quiet_for()
+        if self.config.status is None:
+            touched = set(wanted) <= self._activity.touched
+            return touched and quiet_s >= quiet_window_s(self._lease_ttl_s)
+        if quiet_s < STATUS_QUIET_S or time.monotonic() - self._last_poll < STATUS_POLL_S:
+            return False
+        if self._all_final:
+            # Asked again after a settle pause: every job is read afresh, so one the
+            # pause reopened is seen, and "final" is what the worker says now.
+            self._states.clear()
+        self._poll(wanted)
+        self._all_final = all(self._states[j][0].final for j in wanted)
+        return self._all_final
+
+    def _poll(self, jobs: Iterable[str], *, fresh_after: float = 0.0) -> None:
+        """Run the status command for every job not known final (or read before
+        ``fresh_after``), side by side: each is a process start, and in sequence they
+        would add up on every poll."""
+        todo = []
+        for job in jobs:
+            known = self._states.get(job)
+            if known is None or not known[0].final or known[1] <= fresh_after:
+                todo.append(job)
+        read_at = time.monotonic()  # a state is as old as the moment it was asked for
+        statuses: list[JobStatus | None] = []
+        if len(todo) == 1:
+            statuses = [self.job_status(todo[0])]
+        elif todo:
+            with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+                statuses = list(pool.map(self.job_status, todo))
+        for job, status in zip(todo, statuses, strict=True):
+            assert status is not None
+            self._states[job] = (job_final(job, status), read_at)
+        self._last_poll = time.monotonic()
+
+    def job_states(self, jobs: Iterable[str]) -> dict[str, JobFinal] | None:
+        """Each job's state by the status command (None without one); a state read
+        before the providers last saw a request is read again."""
+        if self.config.status is None:
+            return None
+        wanted = list(jobs)
+        self._quiet_for()
+        self._poll(wanted, fresh_after=self._last_activity)
+        return {j: self._states[j][0] for j in wanted}
 
     def ledger_events(self) -> list[Event]:
         return []
@@ -228,11 +390,33 @@ class CommandAdapter:
         """Each enqueue is its own process: one adapter serves concurrent triggers."""
         return self
 
-    def snapshot(self) -> Any:
-        raise ConfigError("state_store_restore needs the reference target's ledger")
+    # -- state_store_restore --------------------------------------------------------------
+
+    def snapshot(self) -> Path:
+        """A copy of the worker's state directory, taken while no worker runs.
+
+        SQLite in WAL mode included: with no process holding the database open, the
+        ``-wal`` and ``-shm`` files copied beside it are exactly the state the next
+        opener recovers, so a copy of all three is consistent (a live writer could tear it).
+        """
+        why = restore_unsupported(self.config)
+        if why is not None:
+            raise ConfigError(why)
+        self._snapshots += 1
+        copy = self.trial_dir / "snapshots" / f"{self._snapshots}"
+        shutil.copytree(self.state_dir, copy, symlinks=True)
+        return copy
 
     def restore(self, snapshot: Any) -> None:
-        raise ConfigError("state_store_restore needs the reference target's ledger")
+        """Replace the state directory's contents with ``snapshot``; no worker runs."""
+        for child in self.state_dir.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        shutil.copytree(Path(snapshot), self.state_dir, symlinks=True, dirs_exist_ok=True)
+        self._states.clear()
+        self._went_active()
 
     def close(self) -> None:
         return None

@@ -4,23 +4,38 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.history import Event
+from harness.observe import ProviderLog
 from harness.oracle import JobFinal
+from harness.target import Redelivery
 from scenarios.reference import ReferenceTarget, Snapshot
+
+#: The reference worker's retry cap: its own setting, which it declares like any target
+#: (the worker is started with it, and bounded_retries holds it to it).
+MAX_ATTEMPTS = 3
 
 
 class ReferenceAdapter:
     """A :class:`~harness.target.TargetAdapter` over :class:`ReferenceTarget`."""
 
     provider_name = "svc"
+    #: A second delivery reaches a second consumer with a ledger of its own.
+    redelivery: Redelivery = "second_consumer"
 
-    def __init__(self, target: ReferenceTarget, *, pg_dsn: str | None = None) -> None:
+    def __init__(
+        self,
+        target: ReferenceTarget,
+        *,
+        pg_dsn: str | None = None,
+        max_attempts: int | None = MAX_ATTEMPTS,
+    ) -> None:
         self.target = target
         self._pg_dsn = pg_dsn
+        self.max_attempts = max_attempts
 
     @classmethod
     def sqlite(cls, *, state_dir: Path) -> ReferenceAdapter:
@@ -32,10 +47,14 @@ class ReferenceAdapter:
         schema = f"cp_{uuid.uuid4().hex[:12]}"
         return cls(ReferenceTarget(dsn, state_dir=state_dir, schema=schema), pg_dsn=dsn)
 
+    def providers(self, kind: str) -> Sequence[tuple[str, str]]:
+        """One provider, of the cell's kind."""
+        return [(self.provider_name, kind)]
+
     def setup(self) -> None:
         self.target.setup()
 
-    def attach_provider(self, client: Any, env: Mapping[str, str]) -> None:
+    def attach_providers(self, providers: Sequence[ProviderLog], env: Mapping[str, str]) -> None:
         """Jobs go straight into the ledger; the reference needs neither."""
 
     def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any]) -> None:
@@ -51,14 +70,13 @@ class ReferenceAdapter:
         mutant: str | None,
         lease_ttl_s: float,
         http_timeout_s: float,
-        max_attempts: int,
     ) -> dict[str, str]:
         return self.target.worker_env(
             worker_id,
             mutant=mutant,
             lease_ttl_s=lease_ttl_s,
             http_timeout_s=http_timeout_s,
-            max_attempts=max_attempts,
+            max_attempts=self.max_attempts,
         )
 
     def ledger_dsn(self) -> str | None:
@@ -67,7 +85,12 @@ class ReferenceAdapter:
     def quiescent(self, jobs: Iterable[str]) -> bool:
         return ReferenceTarget.quiescent(self.target.read_ledger(), jobs)
 
-    def ledger_jobs(self) -> list[JobFinal]:
+    def job_states(self, jobs: Iterable[str]) -> dict[str, JobFinal]:
+        """Every job's state in the ledger (a job missing from it has none)."""
+        wanted = set(jobs)
+        return {j.job_id: j for j in self._ledger_jobs() if j.job_id in wanted}
+
+    def _ledger_jobs(self) -> list[JobFinal]:
         return [
             JobFinal(
                 job_id=j.job_id,
@@ -126,7 +149,8 @@ class ReferenceAdapter:
     def twin(self) -> ReferenceAdapter:
         """Same ledger, own connection; closing it leaves the schema in place."""
         t = self.target
-        return ReferenceAdapter(ReferenceTarget(t.dsn, state_dir=t.state_dir, schema=t.schema))
+        twin = ReferenceTarget(t.dsn, state_dir=t.state_dir, schema=t.schema)
+        return ReferenceAdapter(twin, max_attempts=self.max_attempts)
 
     def snapshot(self) -> Snapshot:
         return self.target.snapshot()

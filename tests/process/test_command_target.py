@@ -8,20 +8,15 @@ quiescence without a ledger, the oracle and the exit code are all the shipped on
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-import psutil
 import pytest
+from clikit import ROOT, leftovers, results, run
 
 from harness.contract.errors import ConfigError
 from harness.pytest_plugin import missing
@@ -30,17 +25,7 @@ from harness.targets.config import JobStatus, load_config
 
 pytestmark = pytest.mark.process
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "node-worker"
-CLI_TIMEOUT_S = 120
-
-
-def cli() -> list[str]:
-    """This interpreter's ``crashpoint`` entry point, or the same ``main`` run by it."""
-    beside = Path(sys.executable).with_name("crashpoint")
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside)]
-    return [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())"]
 
 
 @pytest.fixture
@@ -50,46 +35,6 @@ def node(pytestconfig: pytest.Config) -> str:
         missing(pytestconfig, "node (Node.js) for examples/node-worker")
     assert found is not None
     return found
-
-
-@pytest.fixture
-def scratch() -> Iterator[Path]:
-    """The run's TMPDIR: trial directories land here (short, for the failpoint socket)."""
-    path = Path(tempfile.mkdtemp(prefix="cpn-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def run(args: list[str], scratch: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TMPDIR": str(scratch)}
-    return subprocess.run(
-        [*cli(), "run", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT_S,
-        check=False,
-    )
-
-
-def leftovers(scratch: Path) -> list[str]:
-    """Processes that still live in (or were started for) this run's trial directories."""
-    out = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        with contextlib.suppress(psutil.Error):
-            where = proc.cwd()
-            state = proc.environ().get("CRASHPOINT_STATE_DIR", "")
-            if where.startswith(str(scratch)) or state.startswith(str(scratch)):
-                out.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])}")
-    return out
-
-
-def results(out: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads((out / "results.json").read_text())
-    return doc
 
 
 def test_node_worker_holds_crashes_at_the_boundaries(
@@ -241,12 +186,12 @@ def adapter_for(tmp_path: Path, *, status: bool = True, **env: str) -> CommandAd
         + "max_attempts = 6\n"
         '[[providers]]\nname = "billing"\nkind = "idempotent"\n'
     )
-    state = tmp_path / "state"
-    state.mkdir()
-    adapter = CommandAdapter(load_config(config), state_dir=state)
+    trial = tmp_path / "trial"
+    trial.mkdir()
+    adapter = CommandAdapter(load_config(config), trial_dir=trial)
     adapter.setup()
-    adapter.attach_provider(
-        None, {**os.environ, **env, "CRASHPOINT_FAILPOINTS": str(tmp_path / "fp.sock")}
+    adapter.attach_providers(
+        [], {**os.environ, **env, "CRASHPOINT_FAILPOINTS": str(tmp_path / "fp.sock")}
     )
     return adapter
 
@@ -255,9 +200,12 @@ def test_job_status_runs_the_status_command_with_the_workers_environment(
     tmp_path: Path,
 ) -> None:
     adapter = adapter_for(tmp_path)
-    env = adapter.worker_env("w1", mutant=None, lease_ttl_s=0.5, http_timeout_s=0.5, max_attempts=3)
-    # The worker declared its own cap: it is told that one, not the harness's default.
+    env = adapter.worker_env("w1", mutant=None, lease_ttl_s=0.5, http_timeout_s=0.5)
+    # The worker declared its own cap: it is told that one, and the oracle holds it to it.
     assert env["CRASHPOINT_MAX_ATTEMPTS"] == "6"
+    assert adapter.max_attempts == 6
+    # Its own state directory, apart from the harness's files in the trial's directory.
+    assert env["CRASHPOINT_STATE_DIR"] == str(tmp_path / "trial" / "state")
     assert adapter.job_status("j-0001") == JobStatus(
         "pending", attempts=6, external_ref="no-failpoints", last_error=str(adapter.state_dir)
     )
@@ -271,7 +219,62 @@ def test_job_status_runs_the_status_command_with_the_workers_environment(
 
 
 def test_job_status_is_none_without_a_status_command(tmp_path: Path) -> None:
-    assert adapter_for(tmp_path, status=False).job_status("j-0001") is None
+    adapter = adapter_for(tmp_path, status=False)
+    assert adapter.job_status("j-0001") is None
+    assert adapter.job_states(["j-0001"]) is None
+
+
+def test_job_states_read_the_status_command_as_end_states(tmp_path: Path) -> None:
+    adapter = adapter_for(tmp_path)
+    adapter.worker_env("w1", mutant=None, lease_ttl_s=0.5, http_timeout_s=0.5)
+    states = adapter.job_states(["j-0001"])
+    assert states is not None
+    assert (states["j-0001"].final, states["j-0001"].delivery_state) == (False, "pending")
+    adapter.enqueue("j-0001", "billing", {"job_id": "j-0001"})
+    states = adapter.job_states(["j-0001"])
+    assert states is not None
+    done = states["j-0001"]
+    assert (done.final, done.delivery_state, done.attempts) == (True, "acknowledged", 6)
+
+
+def test_without_max_attempts_the_worker_is_told_no_cap(tmp_path: Path) -> None:
+    adapter = adapter_for(tmp_path)
+    adapter.config = replace(adapter.config, max_attempts=None)
+    adapter.max_attempts = None
+    env = adapter.worker_env("w1", mutant=None, lease_ttl_s=0.5, http_timeout_s=0.5)
+    assert "CRASHPOINT_MAX_ATTEMPTS" not in env
+
+
+def test_a_snapshot_restores_the_state_directory_with_its_sqlite_wal(tmp_path: Path) -> None:
+    import sqlite3
+
+    adapter = adapter_for(tmp_path)
+    db = adapter.state_dir / "queue.db"
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(db)
+        conn.execute("PRAGMA journal_mode=WAL")
+        return conn
+
+    conn = connect()
+    conn.execute("CREATE TABLE jobs (id TEXT PRIMARY KEY, state TEXT)")
+    conn.execute("INSERT INTO jobs VALUES ('j-0001', 'queued')")
+    conn.commit()
+    conn.close()
+    snapshot = adapter.snapshot()
+    conn = connect()
+    conn.execute("PRAGMA wal_autocheckpoint=0")  # the change stays in the -wal file
+    conn.execute("UPDATE jobs SET state = 'done'")
+    conn.commit()
+    conn.close()
+    (adapter.state_dir / "later.txt").write_text("written after the snapshot")
+    adapter.restore(snapshot)
+    assert not (adapter.state_dir / "later.txt").exists()
+    conn = connect()
+    assert conn.execute("SELECT state FROM jobs").fetchall() == [("queued",)]
+    conn.close()
+    # The harness's files are not the worker's: the payloads survive a restore.
+    assert adapter.jobs_dir.parent == adapter.state_dir.parent == tmp_path / "trial"
 
 
 def test_enqueue_that_exits_non_zero_is_a_config_error(tmp_path: Path) -> None:
@@ -281,7 +284,7 @@ def test_enqueue_that_exits_non_zero_is_a_config_error(tmp_path: Path) -> None:
     message = str(info.value)
     assert "\n" not in message
     config = tmp_path / "crashpoint.toml"
-    payload = adapter.state_dir / "jobs" / "j-0001.json"
+    payload = adapter.jobs_dir / "j-0001.json"
     command = f"{sys.executable} {tmp_path / 'enqueue.py'} j-0001 {payload}"
     assert message == (
         f"{config}: target.enqueue command `{command}` exited 3 (stderr: queue is full); "

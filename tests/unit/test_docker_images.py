@@ -276,8 +276,8 @@ def test_no_docker_table_means_crashpoints_own_image(tmp_path: Path) -> None:
 def test_a_command_in_the_image_is_left_as_written(tmp_path: Path) -> None:
     (tmp_path / "worker.js").write_text("")
     config = command_config(tmp_path, DockerConfig(build=tmp_path, workdir="/app"))
-    on_host = CommandAdapter(config, state_dir=tmp_path / "s").worker_argv()
-    in_image = CommandAdapter(config, state_dir=tmp_path / "s", in_image=True).worker_argv()
+    on_host = CommandAdapter(config, trial_dir=tmp_path / "t").worker_argv()
+    in_image = CommandAdapter(config, trial_dir=tmp_path / "t", in_image=True).worker_argv()
     assert on_host == ["node", str(tmp_path / "worker.js")]
     assert in_image == ["node", "worker.js"]
 

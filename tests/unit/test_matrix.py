@@ -132,16 +132,92 @@ def test_kill_matrix_records_killers_and_the_expected_invariant() -> None:
     assert km["correct_worker"] == {"trials": 1, "violations": 0, "inconclusive": 0}
 
 
-def test_a_command_target_skips_the_scenarios_that_need_the_reference_ledger() -> None:
+def _command(**kw: Any) -> Any:
+    from pathlib import Path
+
+    from harness.targets.config import CommandConfig, ProviderDecl
+
+    base: dict[str, Any] = {
+        "path": Path("/w/crashpoint.toml"),
+        "name": "w",
+        "command": ("w",),
+        "enqueue": ("e", "{job_id}"),
+        "workers": 1,
+        "lease_ttl_s": 1.0,
+        "ledger_dsn": None,
+        "providers": (ProviderDecl("billing", "idempotent"), ProviderDecl("mailer", "plain")),
+        "max_attempts": 6,
+    }
+    base.update(kw)
+    return CommandConfig(**base)
+
+
+def _skips(command: Any) -> dict[str, str]:
     from harness.infra import RunInfra
 
-    every = cells(ledger="postgres")
-    infra = RunInfra(ledger="postgres", backend="process", pg_dsn=None, command=object())
-    infra.toxiproxy = object()  # a server is there: only the ledger can be the reason
-    skipped = infra.skipped(every)
-    assert {c.scenario.name for c in every if c.id in skipped} == {
-        "state_store_restore",
-        "ledger_link_faults",
-        "slow_lease_renewal",
+    declared = [(p.name, p.kind) for p in command.providers]
+    every = cells(ledger="postgres", declared=declared)
+    infra = RunInfra(ledger="postgres", backend="process", pg_dsn=None, command=command)
+    infra.toxiproxy = object()  # a server is there: only the target can be the reason
+    return {
+        f"{c.scenario.name}.{c.point}.{c.provider_name}": r
+        for c, r in ((c, infra.skipped([c]).get(c.id)) for c in every)
+        if r is not None
     }
+
+
+def test_a_command_target_skips_only_the_ledger_link_scenarios() -> None:
+    skipped = _skips(_command())
+    assert {k.split(".")[0] for k in skipped} == {"ledger_link_faults", "slow_lease_renewal"}
     assert all("only the reference target" in reason for reason in skipped.values())
+
+
+def test_without_a_declared_cap_fail_past_cap_is_skipped_and_says_why() -> None:
+    skipped = _skips(_command(max_attempts=None))
+    capped = {k: r for k, r in skipped.items() if k.startswith("provider_error_before_commit")}
+    assert set(capped) == {
+        "provider_error_before_commit.fail_past_cap.billing",
+        "provider_error_before_commit.fail_past_cap.mailer",
+    }
+    assert set(capped.values()) == {"the target declares no max_attempts"}
+
+
+def test_a_postgres_ledger_of_a_command_target_is_not_restored() -> None:
+    skipped = _skips(_command(ledger_dsn="postgresql://u@127.0.0.1/app"))
+    restores = {k: r for k, r in skipped.items() if k.startswith("state_store_restore")}
+    assert len(restores) == 2
+    assert all("PostgreSQL" in r and "target.ledger.dsn" in r for r in restores.values())
+    assert "state_store_restore" not in {
+        k.split(".")[0] for k in _skips(_command(ledger_dsn="sqlite:///ledger.db"))
+    }
+
+
+def test_a_command_target_runs_each_scenario_against_every_declared_provider() -> None:
+    declared = [("billing", "idempotent"), ("mailer", "plain"), ("audit", "plain")]
+    mine = cells(declared=declared)
+    by_scenario: dict[str, set[str | None]] = {}
+    for c in mine:
+        by_scenario.setdefault(c.scenario.name, set()).add(c.provider_name)
+    assert by_scenario["crash_before_external_call"] == {"billing", "mailer", "audit"}
+    # A command target's queue redelivers the job itself: every kind, not only idempotent.
+    assert by_scenario["duplicate_delivery"] == {"billing", "mailer", "audit"}
+    ids = [c.id for c in mine]
+    assert len(ids) == len(set(ids))  # two plain providers are two cells
+    c = next(c for c in mine if c.provider_name == "audit")
+    assert c.provider == "plain"
+    assert f".{c.point}.audit." in c.id
+    # The filters take a kind or a name.
+    assert {c.provider_name for c in select_cells(providers=["plain"], declared=declared)} == {
+        "mailer",
+        "audit",
+    }
+    assert {c.provider_name for c in select_cells(providers=["audit"], declared=declared)} == {
+        "audit"
+    }
+
+
+def test_the_reference_targets_cells_keep_their_ids() -> None:
+    ids = {c.id for c in cells()}
+    assert "duplicate_delivery.redelivered_while_in_flight.idempotent.none.sqlite.process" in ids
+    assert not any(".redelivered_while_in_flight.plain." in i for i in ids)
+    assert all(c.provider_name is None for c in cells())

@@ -11,7 +11,7 @@ from fake_providers.models import Arrival, Effect
 from harness.contract.vocabulary import INVARIANTS
 from harness.history import Event
 from harness.observe import arrival_event, commit_event
-from harness.oracle import CHECKS, JobFinal, TrialFacts, Violation, check
+from harness.oracle import CHECKS, JobFinal, TrialFacts, Violation, check, unjudged
 
 _ids = itertools.count(1)
 
@@ -107,7 +107,7 @@ def run(
     ledger: list[JobFinal] | None = None,
     **kw: Any,
 ) -> set[str]:
-    found = check(history(arrivals, *more), facts(kind, ledger_jobs=ledger, **kw))
+    found = check(history(arrivals, *more), facts(kind, job_states=ledger, **kw))
     return {v.invariant for v in found}
 
 
@@ -238,10 +238,35 @@ def test_review_and_dead_letter_are_accounted_ends(end: dict[str, Any]) -> None:
     assert run([], ledger=[done(**end)]) == set()
 
 
-def test_without_a_ledger_a_job_needs_an_effect() -> None:
-    assert run([]) == {"nothing_lost"}
+def test_without_job_states_nothing_lost_is_left_unjudged_and_said_so() -> None:
+    # No effect may be a lost job or one a correct worker dead-lettered: not decided.
+    assert run([]) == set()
     assert run([write(1.0)]) == set()
-    assert run([], review_expected=frozenset({"j-1"})) == set()
+    claimed = [claim(0.5, 1, "w1")]
+    notes = unjudged(claimed, facts(job_states=None))
+    assert set(notes) == {"nothing_lost"}
+    assert "declare [target] status" in notes["nothing_lost"]
+    review = unjudged(claimed, facts(job_states=None, review_expected=frozenset({"j-1"})))
+    assert "needs_review" in review["ambiguity_goes_to_review"]
+    assert unjudged(claimed, facts(job_states=[done()])) == {}
+    # Without claims in the history, stale tokens cannot be judged either.
+    assert set(unjudged([], facts(job_states=[done()]))) == {"fenced_writes"}
+
+
+def test_a_job_done_by_its_status_without_an_effect_is_lost() -> None:
+    from harness.targets.command import job_final
+    from harness.targets.config import JobStatus
+
+    closed = job_final("j-1", JobStatus("done", attempts=1))
+    assert run([], ledger=[closed]) == {"nothing_lost"}
+    assert run([write(1.0)], ledger=[closed]) == set()
+    # Dead-lettered or in review, a job may end with no effect; pending is no end.
+    assert run([], ledger=[job_final("j-1", JobStatus("dead_lettered"))]) == set()
+    assert run([], ledger=[job_final("j-1", JobStatus("needs_review"))]) == set()
+    assert run([], ledger=[job_final("j-1", JobStatus("pending"))]) == {"nothing_lost"}
+    assert run([], ledger=[job_final("j-1", JobStatus("pending"))], quiescent=False) == set()
+    # A status without attempts bounds nothing by itself.
+    assert run([write(1.0)], ledger=[job_final("j-1", JobStatus("done"))], max_attempts=1) == set()
 
 
 def test_a_job_missing_from_the_ledger_is_lost() -> None:
@@ -265,6 +290,22 @@ def test_too_many_ledger_attempts_break_bounded_retries() -> None:
 def test_no_declared_maximum_bounds_nothing() -> None:
     writes = [write(float(i), status=503, committed=False) for i in range(4)]
     assert run(writes, max_attempts=None, quiescent=False) == set()
+    assert run(writes * 3, max_attempts=None) == set()
+    assert "no max_attempts" in unjudged([], facts(max_attempts=None))["bounded_retries"]
+
+
+def test_without_a_maximum_retries_must_stop_before_the_bound() -> None:
+    writes = [write(float(i), status=503, committed=False) for i in range(4)]
+    # The trial's bound ran out; its last quiet window began at 2.5: writes kept coming.
+    found = check(history(writes), facts(max_attempts=None, quiescent=False, last_window_from=2.5))
+    (v,) = found
+    assert v.invariant == "bounded_retries"
+    assert v.message.startswith("retries did not stop: 4 writes for j-1 reached svc, 1 of them")
+    # Writes that stopped before the last window are a slow end, not endless retries.
+    late = facts(max_attempts=None, quiescent=False, last_window_from=3.5)
+    assert check(history(writes), late) == []
+    # With a declared maximum, the maximum is what is checked.
+    assert run(writes[:3], max_attempts=3, quiescent=False, last_window_from=0.5) == set()
 
 
 # -- 7. ambiguity_goes_to_review ----------------------------------------------------------
@@ -321,7 +362,7 @@ def test_violations_point_at_the_events_they_were_decided_from() -> None:
 def test_ledger_evidence_cites_the_rows_events() -> None:
     rows = [claim(0.5, 1, "w1"), claim(1.5, 2, "w2"), result(3.0, 1, "w1", accepted=True)]
     events = history([write(1.0)], *rows, result(2.5, 2, "w2", accepted=True))
-    v = only(check(events, facts(ledger_jobs=[done()])), "fenced_writes")
+    v = only(check(events, facts(job_states=[done()])), "fenced_writes")
     assert [(events[i].kind, events[i].source, events[i].t) for i in v.events] == [
         ("claim", "worker:w2", 1.5),
         ("result_write", "worker:w1", 3.0),

@@ -1,0 +1,236 @@
+"""A third-party worker is judged by its own declarations, never by the reference's.
+
+The worker is ``tests/process/workers/pyqueue``: Python's standard library only, its own
+SQLite queue in its state directory, two providers (``billing`` idempotent, ``mailer``
+plain), a retry cap of 6 and a status command, all described in its ``crashpoint.toml``.
+The real CLI runs it in a subprocess. The correct worker must hold everything it runs
+(a false alarm is the worst bug this tool can have); each buggy variant must be caught
+by the invariant it breaks; without a status command the report says what it could not
+judge instead of guessing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clikit import ROOT, leftovers, results, run
+
+from fake_providers import Fault
+from harness.history import Event
+from harness.infra import RunInfra
+from harness.oracle import TrialFacts, check
+from harness.plan import Cell, cells
+from harness.targets.config import load_config
+from harness.trial import Trial, TrialConfig
+from harness.verdict import run_trial
+from scenarios.table import BY_NAME
+
+pytestmark = pytest.mark.process
+
+PYQUEUE = ROOT / "tests" / "process" / "workers" / "pyqueue"
+MATRIX_TIMEOUT_S = 600
+
+
+def run_pyqueue(
+    toml: str, scratch: Path, out: Path, *filters: str, timeout_s: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``crashpoint run -c pyqueue/TOML FILTERS`` with a fixed seed, results in ``out``."""
+    args = ["-c", str(PYQUEUE / toml), *filters, "--seed", "3", "--out", str(out)]
+    return run(args, scratch, timeout_s=timeout_s)
+
+
+def trials(out: Path) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = results(out)["trials"]
+    return found
+
+
+def explain(trial: dict[str, Any]) -> str:
+    lines = [f"{trial['id']}: {trial['verdict']} ({trial['reason']})"]
+    lines += [f"  {v['invariant']}: {v['message']}" for v in trial["violations"]]
+    return "\n".join(lines)
+
+
+def test_the_correct_worker_holds_every_cell_at_both_providers(
+    scratch: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    done = run_pyqueue("crashpoint.toml", scratch, out, "-j", "2", timeout_s=MATRIX_TIMEOUT_S)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert leftovers(scratch) == []
+    every = trials(out)
+    for t in every:
+        assert (t["verdict"], t["reached"], t["violations"]) == ("held", True, []), explain(t)
+        # Its cap and its job states are declared: all but lease tokens was judged (it
+        # keeps no ledger whose claims the harness could read).
+        assert set(t["unjudged"]) == {"fenced_writes"}, t["id"]
+    by_provider = Counter((t["provider_name"], t["provider"]) for t in every)
+    assert set(by_provider) == {("billing", "idempotent"), ("mailer", "plain")}
+    # Every scenario that supports a kind ran there, the ledger-link ones aside.
+    assert by_provider[("billing", "idempotent")] == by_provider[("mailer", "plain")] == 21
+    scenarios = {(t["scenario"], t["injection_point"], t["provider_name"]) for t in every}
+    for name in ("billing", "mailer"):
+        assert ("state_store_restore", "restore_after_effect", name) in scenarios
+        assert ("provider_error_before_commit", "fail_past_cap", name) in scenarios
+        assert ("duplicate_delivery", "redelivered_while_in_flight", name) in scenarios
+    assert {t["reached_by"] for t in every} == {"failpoint", "provider", None}
+    # Jobs went to the cell's provider only; the other one was up, and left alone.
+    for t in every:
+        sources = {e["source"] for e in t["events"] if e["kind"] == "arrival"}
+        assert sources == {f"provider:{t['provider_name']}"}, t["id"]
+
+
+def test_duplicate_delivery_is_a_redelivery_the_worker_consumes_at_every_kind(
+    scratch: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    done = run_pyqueue("crashpoint.toml", scratch, out, "--scenario", "duplicate_delivery")
+    assert done.returncode == 0, done.stderr
+    both = trials(out)
+    assert {(t["provider_name"], t["provider"]) for t in both} == {
+        ("billing", "idempotent"),
+        ("mailer", "plain"),
+    }
+    for t in both:
+        assert (t["verdict"], t["reached"], t["reached_by"]) == ("held", True, "failpoint"), (
+            explain(t)
+        )
+        events = t["events"]
+        assert [e["job"] for e in events if e["kind"] == "enqueue"].count("j-0001") == 2
+        # A worker took the second delivery up (the first one's was held meanwhile) ...
+        enqueued_again = [e["t"] for e in events if e["kind"] == "enqueue"][-1]
+        taken = [
+            e
+            for e in events
+            if e["kind"] == "failpoint"
+            and e["job"] == "j-0001"
+            and e["fields"]["point"] == "after_claim"
+            and enqueued_again < e["t"]
+        ]
+        assert taken, explain(t)
+        # ... and waited for the first attempt instead of sending: one write, one effect.
+        writes = [e for e in events if e["kind"] == "arrival" and e["job"] == "j-0001"]
+        assert len(writes) == 1, explain(t)
+
+
+def test_a_worker_that_retries_five_times_holds_under_its_own_cap_of_six() -> None:
+    config = load_config(PYQUEUE / "crashpoint.toml")
+    assert config.max_attempts == 6
+    declared = [(p.name, p.kind) for p in config.providers]
+    scenario = BY_NAME["provider_error_before_commit"]
+    cell: Cell = next(c for c in cells([scenario], declared=declared) if c.provider_name)
+
+    def fail_five_times(trial: Trial) -> frozenset[str]:
+        job = trial.enqueue_batch()
+        trial.arm(Fault("fail_before_commit", job=job, times=5, status=503))
+        trial.start_worker()
+        trial.reached = True
+        return frozenset()
+
+    with RunInfra.open(
+        [cell], ledger="sqlite", backend="process", pg_dsn=None, command=config
+    ) as infra:
+        result = run_trial(
+            cell,
+            fail_five_times,
+            seed=1,
+            config=TrialConfig(lease_ttl_s=config.lease_ttl_s, http_timeout_s=0.6),
+            make_backend=infra.make_backend,
+            make_target=lambda d: infra.make_target(cell, d),
+            watchdog=infra.watchdog,
+        )
+    assert result.verdict == "held", [v.message for v in result.violations]
+    writes = [e for e in result.events if e["kind"] == "arrival" and e["job"] == "j-0001"]
+    assert [w["fields"]["status"] for w in writes] == [503] * 5 + [201]
+    # The same history under the reference worker's cap of 3 is the false alarm this
+    # worker would have got, had its limit been borrowed.
+    events = [
+        Event(e["t"], e["source"], e["kind"], e["job"], e["attempt"], e["fields"])
+        for e in result.events
+    ]
+    borrowed = TrialFacts(
+        jobs=["j-0001", "j-0002"],
+        provider_kinds={"billing": "idempotent", "mailer": "plain"},
+        max_attempts=3,
+    )
+    assert {v.invariant for v in check(events, borrowed)} == {"bounded_retries"}
+
+
+def test_a_worker_that_declares_three_and_sends_five_is_caught(
+    scratch: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    done = run_pyqueue(
+        "crashpoint-over-cap.toml",
+        scratch,
+        out,
+        "--scenario",
+        "provider_error_before_commit",
+        "--point",
+        "fail_past_cap",
+        "--provider",
+        "billing",
+    )
+    assert done.returncode == 1, done.stderr
+    (trial,) = trials(out)
+    assert (trial["verdict"], trial["provider_name"]) == ("violated", "billing")
+    messages = {v["message"] for v in trial["violations"] if v["invariant"] == "bounded_retries"}
+    assert "5 writes for j-0001 reached billing; the maximum is 3" in messages
+    assert "--provider billing" in trial["replay"]
+
+
+def test_a_worker_that_closes_a_job_without_its_effect_is_caught_by_nothing_lost(
+    scratch: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    done = run_pyqueue(
+        "crashpoint-done-without-effect.toml",
+        scratch,
+        out,
+        "--scenario",
+        "crash_before_external_call",
+        "--signal",
+        "SIGKILL",
+    )
+    assert done.returncode == 1, done.stderr
+    caught = trials(out)
+    assert {t["provider_name"] for t in caught} == {"billing", "mailer"}
+    for t in caught:
+        assert t["verdict"] == "violated", explain(t)
+        assert {(v["invariant"], v["job"]) for v in t["violations"]} == {("nothing_lost", "j-0001")}
+        (v,) = t["violations"]
+        assert v["message"] == "j-0001 is acknowledged but has 0 committed effects"
+        # Decided as soon as the job ended, not after a fixed silence.
+        assert t["duration_s"] < 10, t["duration_s"]
+
+
+def test_without_a_status_command_the_report_says_what_it_could_not_judge(
+    scratch: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    done = run_pyqueue(
+        "crashpoint-no-status.toml",
+        scratch,
+        out,
+        "--scenario",
+        "crash_before_external_call",
+        "--scenario",
+        "provider_error_before_commit",
+        "--signal",
+        "SIGKILL",
+    )
+    assert done.returncode == 0, done.stderr
+    judged = trials(out)
+    assert len(judged) == 6  # two scenarios' points at two providers
+    for t in judged:
+        assert t["verdict"] == "held", explain(t)
+        assert set(t["unjudged"]) == {"nothing_lost", "fenced_writes"}, t["unjudged"]
+        assert "declare [target] status" in t["unjudged"]["nothing_lost"]
+        # A correctly dead-lettered job (fail_past_cap) has no effect: held, not 20 s of
+        # inconclusive.
+        assert t["duration_s"] < 10, t["duration_s"]
+    past_cap = [t for t in judged if t["injection_point"] == "fail_past_cap"]
+    assert len(past_cap) == 2
