@@ -134,6 +134,10 @@ class Observer:
         self.history.extend(log_events(data[:end].decode(errors="replace"), worker))
 
 
+#: Arrival kind -> event kind; a lookup (and anything else) is a reconcile.
+_ARRIVAL_KINDS = {"write": "arrival", "control_denied": "control_denied"}
+
+
 def arrival_event(a: Arrival) -> Event:
     """The event of one arrival: every Arrival field, plus the names the report reads."""
     if a.kind == "lookup":
@@ -151,7 +155,7 @@ def arrival_event(a: Arrival) -> Event:
     return Event(
         t=a.t_mono,
         source=f"provider:{a.provider}",
-        kind="arrival" if a.kind == "write" else "reconcile",
+        kind=_ARRIVAL_KINDS.get(a.kind, "reconcile"),
         job=a.job_id,
         fields=fields,
     )

@@ -43,6 +43,7 @@ KIND_GROUPS: dict[str, str] = {
     K.TOXIC_ON: "fault",
     K.TOXIC_OFF: "fault",
     K.RESTORE: "fault",
+    K.CONTROL_DENIED: "fault",
     K.FAILPOINT: "failpoint",
     K.NOTE: "note",
 }

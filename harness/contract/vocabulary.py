@@ -73,4 +73,7 @@ class EventKind(StrEnum):
     RECONCILE = "reconcile"
     RESULT_WRITE = "result_write"
     RESTORE = "restore"
+    #: A request to a provider's control or oracle API without the run's secret (a worker
+    #: reaching for the ground truth); the provider refused it with 403.
+    CONTROL_DENIED = "control_denied"
     NOTE = "note"

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_command_target import EXAMPLE, ROOT, cli, leftovers, results
-from test_command_target import scratch as scratch  # the fixture: a short TMPDIR per run
+from clikit import ROOT, cli, leftovers, results
 
 from harness.backends.docker import DockerBackend, connect
 from harness.backends.images import BUILD_REPO, CACHE_LABEL, UserImage, context_hash, prepare
@@ -37,6 +36,7 @@ from harness.watchdog import RUN_LABEL
 pytestmark = [pytest.mark.process, pytest.mark.docker]
 
 BASE = "crashpoint-debian-node:1"
+EXAMPLE = ROOT / "examples" / "node-worker"
 DOCKER_TOML = EXAMPLE / "crashpoint-docker.toml"
 #: Every non-network cell of these four holds: 10 cells with the example's one provider.
 SCENARIOS = (

@@ -143,3 +143,30 @@ def test_a_log_not_written_yet_is_read_later(tmp_path: Path) -> None:
     log.write_text(json.dumps({"t": 3.0, "event": "no_provider"}) + "\n")
     obs.settle()
     assert [e.kind for e in history.events()] == ["note"]
+
+
+def test_a_denied_control_call_is_its_own_event_and_no_write_or_lookup() -> None:
+    # A worker that reached for /_control without the run's secret: the provider refused
+    # it (403) and recorded the attempt; the history shows it, the oracle ignores it.
+    obs, history, provider, _ = observer()
+    provider.rows.append(
+        arrival(
+            1,
+            kind="control_denied",
+            method="POST",
+            path="/_control/reset",
+            job_id=None,
+            idempotency_key=None,
+            fingerprint=None,
+            status=403,
+        )
+    )
+    obs.drain()
+    (event,) = history.events()
+    assert (event.kind, event.source, event.fields["path"]) == (
+        "control_denied",
+        "provider:svc",
+        "/_control/reset",
+    )
+    record = read(history.events())
+    assert record.arrivals == ()
