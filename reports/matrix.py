@@ -26,6 +26,9 @@ class Column:
     signal: str | None
     #: (dimension, value) for each extra dimension in use, e.g. (("ledger", "postgres"),).
     extra: tuple[tuple[str, str], ...] = ()
+    #: The provider's kind, which orders the columns; ``provider`` is its label, the
+    #: declared name with the kind when the target names its providers.
+    kind: str = ""
 
     @property
     def signal_label(self) -> str:
@@ -148,9 +151,10 @@ def _dim(trial: Trial, dimension: str) -> str:
 
 def _column(trial: Trial, dimensions: tuple[str, ...]) -> Column:
     return Column(
-        provider=trial.provider,
+        provider=trial.provider_label,
         signal=trial.signal,
         extra=tuple((d, _dim(trial, d)) for d in dimensions),
+        kind=trial.provider,
     )
 
 
@@ -160,7 +164,13 @@ def _column_order(col: Column) -> tuple[object, ...]:
             return (order.index(value), "")
         return (len(order) + (value is None), value or "")
 
-    return (rank(col.provider, PROVIDER_ORDER), rank(col.signal, SIGNAL_ORDER), col.extra)
+    kind = col.kind or col.provider
+    return (
+        rank(kind, PROVIDER_ORDER),
+        col.provider,
+        rank(col.signal, SIGNAL_ORDER),
+        col.extra,
+    )
 
 
 def _count(statuses: Iterable[CellStatus]) -> dict[CellStatus, int]:

@@ -109,6 +109,26 @@ class Trial:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
+    def provider_label(self) -> str:
+        """The provider as the user declared it (``billing (idempotent)``), else its kind."""
+        name = self.extra.get("provider_name")
+        return f"{name} ({self.provider})" if isinstance(name, str) else self.provider
+
+    @property
+    def reached_by(self) -> str | None:
+        """How the injection was confirmed: "failpoint" (exactly) or "provider" (a hold)."""
+        how = self.extra.get("reached_by")
+        return how if isinstance(how, str) else None
+
+    @property
+    def unjudged(self) -> dict[str, str]:
+        """Invariants the trial could not judge, with the reason for each."""
+        found = self.extra.get("unjudged")
+        if not isinstance(found, dict):
+            return {}
+        return {str(k): str(v) for k, v in found.items()}
+
+    @property
     def key(self) -> str:
         """Unique within one ``Results``: the id, qualified by run id after a merge clash."""
         return self.id if self.run_id is None else f"{self.id}@{self.run_id}"

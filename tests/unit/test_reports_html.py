@@ -397,3 +397,27 @@ def test_axis_extends_left_for_events_before_t0() -> None:
     assert axis.x(-4.0) >= 0.0
     assert axis.x(-4.0) < axis.x(0.0) < axis.x(12.0)
     assert axis.ticks[0].label.startswith("-")
+
+
+def test_declared_providers_get_their_own_columns_and_the_page_says_what_was_not_judged(
+    tmp_path: Path,
+) -> None:
+    # A command target with two providers of one kind: each is a column of its own, and
+    # a trial page names the provider, how the cell was reached and what went unjudged.
+    doc = json.loads((FIXTURES / "run_small.json").read_text())
+    (first, *_) = doc["trials"]
+    doc["trials"] = []
+    for name in ("billing", "payments"):
+        t = dict(first, id=f"{first['id']}-{name}", provider="idempotent", provider_name=name)
+        t.update(reached_by="failpoint", unjudged={"nothing_lost": "no status command"})
+        doc["trials"].append(t)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    results = load_results(path)
+    labels = [c.provider for c in build_matrix(results).columns]
+    assert labels == ["billing (idempotent)", "payments (idempotent)"]
+    write_html(results, tmp_path / "out")
+    page = next((tmp_path / "out" / "trials").glob("*payments*.html")).read_text()
+    assert "payments (idempotent)" in page
+    assert "failpoint: exact" in page
+    assert "nothing_lost" in page and "no status command" in page
