@@ -420,4 +420,5 @@ def test_declared_providers_get_their_own_columns_and_the_page_says_what_was_not
     page = next((tmp_path / "out" / "trials").glob("*payments*.html")).read_text()
     assert "payments (idempotent)" in page
     assert "failpoint: exact" in page
-    assert "nothing_lost" in page and "no status command" in page
+    assert "nothing_lost" in page
+    assert "no status command" in page
