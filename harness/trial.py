@@ -447,6 +447,7 @@ class Trial:
             max_attempts=self.target.max_attempts,
             quiescent=quiescent,
             review_expected=review_expected,
+            job_providers=dict.fromkeys(self.jobs, self.provider_name),
             last_window_from=last_window,
         )
 

@@ -59,6 +59,10 @@ class TrialFacts:
     quiescent: bool = True
     #: Jobs whose only safe end is needs_review (an unprotectable cell, see DESIGN "Fairness").
     review_expected: frozenset[str] = frozenset()
+    #: The provider each job was routed to (its duty: one effect there). A job may also
+    #: call other providers in the same flow; each of those is held to one effect per job
+    #: by no_duplicate_effect. Absent: every provider's effects count as the job's.
+    job_providers: Mapping[str, str] = field(default_factory=dict)
     #: When the trial's bound ran out before quiescence: the monotonic time its last quiet
     #: window began. A job still written to after it had retries that did not stop.
     last_window_from: float | None = None

@@ -21,7 +21,10 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
         return []
     effects: dict[str, list[Effect]] = defaultdict(list)
     for e in record.effects:
-        if e.job_id is not None:
+        # A job's duty is one effect at the provider it was routed to; effects it makes
+        # at other providers in the same flow are no_duplicate_effect's to judge.
+        own = facts.job_providers.get(e.job_id) if e.job_id is not None else None
+        if e.job_id is not None and own in (None, e.provider):
             effects[e.job_id].append(e)
     finals = {j.job_id: j for j in states}
     out = []
@@ -38,7 +41,8 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
                 violation(
                     "nothing_lost",
                     job,
-                    f"{job} is acknowledged but has {n} committed effects",
+                    f"{job} is acknowledged but has {n} committed effects"
+                    + (f" at {facts.job_providers[job]}" if job in facts.job_providers else ""),
                     record,
                     ledger=[final],
                     effects=effects.get(job, []),

@@ -224,6 +224,18 @@ def test_acknowledged_without_effect_is_lost() -> None:
     assert run([], ledger=[done()]) == {"nothing_lost"}
 
 
+def test_a_job_that_calls_two_providers_has_one_effect_at_each_and_holds() -> None:
+    # A job routed to billing that also sends a receipt through the mailer: one effect at
+    # each provider is exactly right, not "acknowledged with two effects".
+    charge = write(1.0, provider="billing")
+    receipt = write(1.1, provider="mailer", idempotency_key=None, client_marker="m-j-1")
+    two = {"provider_kinds": {"billing": "idempotent", "mailer": "plain"}}
+    routed = {"job_providers": {"j-1": "billing"}}
+    assert run([charge, receipt], ledger=[done()], **two, **routed) == set()
+    # Its own provider's effect missing is still a lost job, whatever the other one got.
+    assert run([receipt], ledger=[done()], **two, **routed) == {"nothing_lost"}
+
+
 def test_job_left_running_is_lost_only_at_quiescence() -> None:
     ledger = [done(delivery_state="leased", execution_state="running")]
     assert run([], ledger=ledger) == {"nothing_lost"}
