@@ -45,6 +45,9 @@ def test_node_worker_holds_crashes_at_the_boundaries(
         [
             "-c",
             str(EXAMPLE / "crashpoint.toml"),
+            # The billing provider's cells (the mailer has cells of its own).
+            "--provider",
+            "billing",
             "--scenario",
             "crash_after_external_success",
             "--scenario",
@@ -95,6 +98,9 @@ def test_node_worker_with_a_fresh_key_per_attempt_is_caught(
         [
             "-c",
             str(EXAMPLE / "crashpoint-buggy.toml"),
+            # The billing provider's cells (the mailer has cells of its own).
+            "--provider",
+            "billing",
             "--scenario",
             "crash_after_external_success",
             "--signal",

@@ -248,3 +248,36 @@ def _collected(result: pytest.RunResult) -> list[str]:
         for line in result.stdout.lines
         if "::" in line and not line.startswith(" ")
     ]
+
+
+RQ = ROOT / "examples" / "rq-worker"
+
+
+@pytest.fixture
+def redis_server(pytestconfig: pytest.Config) -> None:
+    """The RQ example's broker (scripts/install-infra.sh redis starts it)."""
+    import socket
+
+    from harness.pytest_plugin import missing
+
+    with socket.socket() as s:
+        s.settimeout(1.0)
+        if s.connect_ex(("127.0.0.1", 6379)) != 0:
+            missing(pytestconfig, "Redis on 127.0.0.1:6379 (bash scripts/install-infra.sh redis)")
+
+
+@pytest.mark.usefixtures("redis_server")
+def test_a_real_framework_worker_passes_and_its_buggy_variant_fails_naming_the_invariant(
+    project: pytest.Pytester,
+) -> None:
+    # The RQ example: a Python worker on a real queue library, two providers in one job.
+    cells = ["--crashpoint-scenario=crash_after_external_success", "--crashpoint-seed=7"]
+    cells += ["--crashpoint-signal=SIGKILL"]
+    good = run(project, f"--crashpoint={RQ / 'crashpoint.toml'}", *cells)
+    outcomes = good.parseoutcomes()
+    assert outcomes.get("passed", 0) >= 2, good.stdout.str()
+    assert "failed" not in outcomes, good.stdout.str()
+
+    bad = run(project, f"--crashpoint={RQ / 'crashpoint-buggy-new-key-on-retry.toml'}", *cells)
+    assert bad.parseoutcomes().get("failed", 0) >= 1, bad.stdout.str()
+    assert re.search(r"no_duplicate_effect \(job j-\d+\)", bad.stdout.str())
