@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.contract.vocabulary import PROVIDER_KINDS
-
 #: ``--crashpoint`` given without a value: the configured target, else one found.
 AUTO = "auto"
 REFERENCE = "reference"
@@ -79,7 +77,9 @@ def read_settings(config: pytest.Config) -> Settings:
         base=base,
         scenarios=_names(config, "scenario"),
         points=_names(config, "point"),
-        providers=_choices(config, "provider", _names(config, "provider"), PROVIDER_KINDS),
+        # A kind, or a declared provider's name: the selection checks names against the
+        # target's configuration.
+        providers=_names(config, "provider"),
         signals=_choices(config, "signal", _names(config, "signal"), SIGNALS),
         ledger=_choice(config, "ledger", LEDGERS),
         backend=_choice(config, "backend", BACKENDS),

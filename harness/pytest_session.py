@@ -151,13 +151,9 @@ class CrashpointSession:
             backend=s.backend,
         )
         if self.command is not None:
-            kind = self.command.providers[0].kind
-            if s.providers and kind not in s.providers:
-                raise ConfigError(
-                    f"{self.command.path}: the provider is {kind}, but --crashpoint-provider "
-                    f"asks for {', '.join(s.providers)}"
-                )
-            opts = dataclasses.replace(opts, providers=(kind,))
+            # Every declared provider gets its cells, as under `crashpoint run -c`.
+            declared = [(p.name, p.kind) for p in self.command.providers]
+            opts = dataclasses.replace(opts, declared=declared)
         return opts.cells()
 
     @property

@@ -31,9 +31,11 @@ CELLS = [
     "--crashpoint-scenario=crash_before_external_call",
     "--crashpoint-signal=SIGKILL",
     "--crashpoint-seed=7",
+    # The billing provider's cells; the mailer has cells of its own.
+    "--crashpoint-provider=billing",
 ]
-BROKEN = "crash_after_external_success[after_external_call-idempotent-SIGKILL]"
-SURVIVED = "crash_before_external_call[before_external_call-idempotent-SIGKILL]"
+BROKEN = "crash_after_external_success[after_external_call-billing-SIGKILL]"
+SURVIVED = "crash_before_external_call[before_external_call-billing-SIGKILL]"
 
 
 @pytest.fixture
@@ -68,7 +70,7 @@ def test_correct_node_worker_passes_and_buggy_fails_naming_the_invariant(
     good = run(project, f"--crashpoint={EXAMPLE / 'crashpoint.toml'}", *CELLS)
     good.assert_outcomes(passed=2)
     assert verdicts(project.path / "crashpoint-out") == {
-        f"{cell}.idempotent.SIGKILL.sqlite.process": "held"
+        f"{cell}.billing.SIGKILL.sqlite.process": "held"
         for cell in (
             "crash_after_external_success.after_external_call",
             "crash_before_external_call.before_external_call",

@@ -171,7 +171,6 @@ def test_options_come_from_the_command_line_before_the_ini(pytester: pytest.Pyte
     ("args", "complaint"),
     [
         (["--crashpoint-ledger=mysql"], "--crashpoint-ledger 'mysql' is unknown"),
-        (["--crashpoint-provider=flaky"], "--crashpoint-provider 'flaky' is unknown"),
         (["--crashpoint-seed=x"], "--crashpoint-seed 'x' must be a whole number"),
         (["--crashpoint-lease-ttl-s=600"], "must be seconds from 0.1 to 60"),
         (["--crashpoint-inconclusive=ignore"], "choose from fail, skip"),
