@@ -82,6 +82,7 @@ def variant(tmp_path: Path, *, command: str | None = None, build: Path = EXAMPLE
     for old, new in (
         ('build = "."', f"build = {json.dumps(str(build))}"),
         ('"enqueue.js"', json.dumps(str(EXAMPLE / "enqueue.js"))),
+        ('"status.js"', json.dumps(str(EXAMPLE / "status.js"))),
         *([('command = ["node", "worker.js"]', command)] if command else []),
     ):
         assert old in text, old
