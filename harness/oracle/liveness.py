@@ -7,7 +7,7 @@ decided here, and :func:`harness.oracle.unjudged` says so in the trial's record.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from fake_providers.models import Effect
 from harness.oracle.evidence import Violation, violation
@@ -26,7 +26,7 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
     finals = {j.job_id: j for j in states}
     out = []
     for job in facts.jobs:
-        n = len(effects.get(job, []))
+        n = max(Counter(e.provider for e in effects.get(job, [])).values(), default=0)
         final = finals.get(job)
         if final is None:
             out.append(
