@@ -26,14 +26,19 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
     finals = {j.job_id: j for j in states}
     out = []
     for job in facts.jobs:
-        n = max(Counter(e.provider for e in effects.get(job, [])).values(), default=0)
+        # One effect at each provider the job wrote to (a job may call several).
+        per = Counter(e.provider for e in effects.get(job, []))
+        sent = {a.provider for a in record.arrivals if a.job_id == job and a.kind == "write"}
+        n = sum(per.values())
         final = finals.get(job)
         if final is None:
             out.append(
                 violation("nothing_lost", job, f"the target reports no state for {job}", record)
             )
             continue
-        if final.delivery_state == "acknowledged" and n != 1:
+        if final.delivery_state == "acknowledged" and (
+            not n or {per[p] for p in sent | set(per)} != {1}
+        ):
             out.append(
                 violation(
                     "nothing_lost",

@@ -385,3 +385,11 @@ def test_an_acknowledged_job_has_one_effect_at_each_provider_it_calls() -> None:
     assert run(both, ledger=[done()], provider_kinds=kinds) == set()
     twice = [write(1.0, provider="billing"), write(1.2, provider="billing", fingerprint="f2")]
     assert "nothing_lost" in run(twice, ledger=[done()], provider_kinds=kinds)
+
+
+def test_an_acknowledged_job_with_no_effect_at_a_provider_it_wrote_to_is_lost() -> None:
+    kinds = {"billing": "idempotent", "mailer": "plain"}
+    refused = write(1.2, provider="mailer", idempotency_key=None, status=503, committed=False)
+    assert run(
+        [write(1.0, provider="billing"), refused], ledger=[done()], provider_kinds=kinds
+    ) == {"nothing_lost"}
