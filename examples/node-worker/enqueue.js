@@ -7,6 +7,10 @@
 // processes at the same moment, creates one job: the first step is an exclusive link(2)
 // into queue/jobs/, which only one of them can win. The winner then publishes the job to
 // queue/ready/ with a rename(2), so a worker never reads a half-written file.
+//
+// A later enqueue of a job that has not ended is a redelivery, as a real queue's
+// at-least-once delivery would make it: a message in queue/deliveries/ that some worker
+// picks up (see claim() in worker.js). Of a job that ended it is dropped.
 
 const fs = require('fs');
 const queue = require('./queue');
@@ -38,7 +42,12 @@ function main(argv) {
   } catch (err) {
     fs.unlinkSync(tmp);
     if (err.code === 'EEXIST') {
-      process.stderr.write(`enqueue: ${jobId} is already queued; nothing to do\n`);
+      if (queue.ended(jobId)) {
+        process.stderr.write(`enqueue: ${jobId} already ended; nothing to do\n`);
+        return;
+      }
+      queue.redeliver(jobId);
+      process.stderr.write(`enqueue: ${jobId} is known; delivered again\n`);
       return;
     }
     throw err;

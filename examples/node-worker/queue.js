@@ -13,6 +13,9 @@
 //   queue/review/<job>.json    needs_review: an unknown outcome that could not be reconciled
 //   queue/notes/<job>.json     how a job ended (why, attempts), written after it ended
 //   queue/reconcile/<job>.json the state directory was restored: reconcile before writing
+//   queue/deliveries/<job>@<stamp>.json
+//                              a redelivery of a known job (enqueued again), waiting for
+//                              a worker to pick it up
 //
 // Every state change of a claimed job is one rename(2) of its lease file, which is
 // atomic: of two processes renaming the same file, exactly one succeeds and the other
@@ -33,6 +36,7 @@ const DIRS = [
   'review',
   'notes',
   'reconcile',
+  'deliveries',
   'tmp',
 ];
 
@@ -111,8 +115,30 @@ function list(name) {
   }
 }
 
+const ENDS = ['done', 'dead', 'review'];
+
+function ended(job) {
+  return ENDS.some((d) => fs.existsSync(jobFile(d, job)));
+}
+
+// Deliver a known job again: one more message in deliveries/, published by a rename.
+function redeliver(job) {
+  tmpCounter += 1;
+  const stamp = `${Date.now()}-${process.pid}-${tmpCounter}`;
+  const name = `${encodeURIComponent(job)}@${stamp}.json`;
+  fs.renameSync(writeTemp('{}'), path.join(dir('deliveries'), name));
+}
+
+// The job a delivery's file name is for.
+function deliveryJob(name) {
+  return decodeURIComponent(name.split('@')[0]);
+}
+
 module.exports = {
+  deliveryJob,
   dir,
+  ended,
+  redeliver,
   ensureDirs,
   jobFile,
   leaseFile,

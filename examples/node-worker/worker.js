@@ -38,6 +38,7 @@
 const fs = require('fs');
 const http = require('http');
 const net = require('net');
+const path = require('path');
 const queue = require('./queue');
 
 // -- failpoints: the protocol, for any language ------------------------------------------
@@ -172,6 +173,29 @@ function claim() {
       log(`reclaimed ${old.job} from ${old.worker} (lease ran out), attempt ${lease.token}`);
       return lease;
     }
+  }
+  return null;
+}
+
+// Pick up one redelivery (a job enqueued again), if there is one: the job it is for and
+// the live lease another worker holds on it, or null for none. Taking the message is a
+// rename only one worker wins. The message is then dropped, whatever the job's state:
+// the job is in ready/ (a claim takes it), ended, or leased; a lease that ran out is
+// reclaimed by claim(), and one that is live is another worker's attempt, perhaps in
+// flight at the provider, so nothing may be sent for the job now. The job is not lost
+// by declining: its lease file stays, and comes back to any worker when it runs out.
+function takeDelivery() {
+  for (const name of queue.list('deliveries')) {
+    const mine = path.join(queue.dir('tmp'), `delivery-${process.pid}-${name}`);
+    if (!queue.tryRename(path.join(queue.dir('deliveries'), name), mine)) continue;
+    fs.unlinkSync(mine);
+    const job = queue.deliveryJob(name);
+    const now = Date.now();
+    const held = queue
+      .list('leased')
+      .map((f) => queue.parseLease(f))
+      .find((l) => l && l.job === job && l.deadline > now && l.worker !== WORKER);
+    return { job, held: held || null };
   }
   return null;
 }
@@ -362,6 +386,15 @@ async function main() {
   log(`started (pid ${process.pid}, lease ${LEASE_MS} ms${bugs.size ? `, bug ${[...bugs]}` : ''})`);
   if (RECOVERY) log(`recovery: ${markForReconcile()} unfinished jobs reconcile before any write`);
   for (;;) {
+    const delivery = takeDelivery();
+    if (delivery) {
+      // Reported so a harness sees the redelivery consumed; then declined or dropped.
+      const { job, held } = delivery;
+      await failpoint('after_claim', job, held ? held.token : 0);
+      const why = held ? `${held.worker} holds it under a live lease; declined` : 'dropped';
+      log(`${job}: redelivered; ${why}`);
+      continue;
+    }
     const lease = claim();
     if (!lease) {
       await sleep(POLL_MS);

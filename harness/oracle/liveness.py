@@ -7,7 +7,7 @@ decided here, and :func:`harness.oracle.unjudged` says so in the trial's record.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from fake_providers.models import Effect
 from harness.oracle.evidence import Violation, violation
@@ -29,14 +29,19 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
     finals = {j.job_id: j for j in states}
     out = []
     for job in facts.jobs:
-        n = len(effects.get(job, []))
+        # One effect at each provider the job wrote to (a job may call several).
+        per = Counter(e.provider for e in effects.get(job, []))
+        sent = {a.provider for a in record.arrivals if a.job_id == job and a.kind == "write"}
+        n = sum(per.values())
         final = finals.get(job)
         if final is None:
             out.append(
                 violation("nothing_lost", job, f"the target reports no state for {job}", record)
             )
             continue
-        if final.delivery_state == "acknowledged" and n != 1:
+        if final.delivery_state == "acknowledged" and (
+            not n or {per[p] for p in sent | set(per)} != {1}
+        ):
             out.append(
                 violation(
                     "nothing_lost",

@@ -389,3 +389,19 @@ def test_an_arrival_event_without_its_fields_is_refused() -> None:
     bare = Event(1.0, "provider:svc", "arrival", "j-1", fields={"outcome": "ok", "arrival": 1})
     with pytest.raises(ValueError, match=r"event #0 .*does not carry a whole arrival"):
         check([bare], facts())
+
+
+def test_an_acknowledged_job_has_one_effect_at_each_provider_it_calls() -> None:
+    kinds = {"billing": "idempotent", "mailer": "plain"}
+    both = [write(1.0, provider="billing"), write(1.2, provider="mailer", idempotency_key=None)]
+    assert run(both, ledger=[done()], provider_kinds=kinds) == set()
+    twice = [write(1.0, provider="billing"), write(1.2, provider="billing", fingerprint="f2")]
+    assert "nothing_lost" in run(twice, ledger=[done()], provider_kinds=kinds)
+
+
+def test_an_acknowledged_job_with_no_effect_at_a_provider_it_wrote_to_is_lost() -> None:
+    kinds = {"billing": "idempotent", "mailer": "plain"}
+    refused = write(1.2, provider="mailer", idempotency_key=None, status=503, committed=False)
+    assert run(
+        [write(1.0, provider="billing"), refused], ledger=[done()], provider_kinds=kinds
+    ) == {"nothing_lost"}
