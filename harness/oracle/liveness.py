@@ -21,33 +21,34 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
         return []
     effects: dict[str, list[Effect]] = defaultdict(list)
     for e in record.effects:
-        # A job's duty is one effect at the provider it was routed to; effects it makes
-        # at other providers in the same flow are no_duplicate_effect's to judge.
-        own = facts.job_providers.get(e.job_id) if e.job_id is not None else None
-        if e.job_id is not None and own in (None, e.provider):
+        if e.job_id is not None:
             effects[e.job_id].append(e)
     finals = {j.job_id: j for j in states}
     out = []
     for job in facts.jobs:
-        # One effect at each provider the job wrote to (a job may call several).
+        # A job's duty is one effect at the provider it was routed to, and one at each
+        # other provider it wrote to in the same flow (a charge, then a receipt): a job
+        # closed as done after a refused second call is lost all the same.
         per = Counter(e.provider for e in effects.get(job, []))
         sent = {a.provider for a in record.arrivals if a.job_id == job and a.kind == "write"}
-        n = sum(per.values())
+        owed = sent | set(per)
+        if job in facts.job_providers:
+            owed.add(facts.job_providers[job])
         final = finals.get(job)
         if final is None:
             out.append(
                 violation("nothing_lost", job, f"the target reports no state for {job}", record)
             )
             continue
-        if final.delivery_state == "acknowledged" and (
-            not n or {per[p] for p in sent | set(per)} != {1}
-        ):
+        wrong = {p: per[p] for p in sorted(owed) if per[p] != 1}
+        if final.delivery_state == "acknowledged" and (wrong or not owed):
+            counts = ", ".join(f"{n} at {p}" for p, n in wrong.items()) or "none anywhere"
             out.append(
                 violation(
                     "nothing_lost",
                     job,
-                    f"{job} is acknowledged but has {n} committed effects"
-                    + (f" at {facts.job_providers[job]}" if job in facts.job_providers else ""),
+                    f"{job} is acknowledged but its committed effects are {counts}; "
+                    "one is owed at each provider it wrote to",
                     record,
                     ledger=[final],
                     effects=effects.get(job, []),
