@@ -2,10 +2,11 @@
 # Installs and starts what the process tier needs: the Toxiproxy server, PostgreSQL,
 # Redis (the examples' broker), the Docker engine, headless Chromium and xmllint, socat (the
 # shell failpoint client's link to the harness's UNIX socket), the Node.js dependencies of
-# examples/bullmq-worker, the Debian test image the [target.docker] tests run in
-# (scripts/build-test-image.sh; needs the engine), and actionlint (checks docs/ci/ and
+# examples/bullmq-worker, libfaketime and stress-ng (clock-skew cells, runs under load), the
+# Debian test image the [target.docker] tests run in (scripts/build-test-image.sh; needs the
+# engine), and actionlint (checks docs/ci/ and
 # action.yml in `nox -s lint`). Idempotent: every step checks first.
-# Usage: scripts/install-infra.sh [toxiproxy|postgres|redis|npm|docker|browser|socat|image|actionlint|all]...
+# Usage: scripts/install-infra.sh [toxiproxy|postgres|redis|npm|docker|browser|socat|faketime|image|actionlint|all]...
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -50,7 +51,7 @@ toxiproxy() {
 }
 
 actionlint() {
-  # shellcheck is what actionlint checks the workflows' run: scripts with.
+  # actionlint checks the workflows' run: scripts with shellcheck.
   apt_install shellcheck
   local dir="$cache/actionlint-$ACTIONLINT_VERSION" bin
   bin="$dir/actionlint"
@@ -65,7 +66,7 @@ actionlint() {
 postgres() {
   apt_install postgresql bc
   local ver cluster
-  ver=$(ls /usr/lib/postgresql | sort -n | tail -1)
+  ver=$(find /usr/lib/postgresql -mindepth 1 -maxdepth 1 -printf "%f\n" | sort -n | tail -1)
   cluster=main
   if ! pg_lsclusters -h | grep -q "^$ver $cluster "; then
     pg_createcluster "$ver" "$cluster" >/dev/null
@@ -130,6 +131,15 @@ socat_tool() {
   log "socat: $(socat -V | grep -m1 'socat version' || echo missing)"
 }
 
+faketime_lib() {
+  # Clock-skew cells preload it per worker; stress-ng loads both cores for the no-false-positive
+  # runs under load.
+  apt_install libfaketime stress-ng
+  local lib
+  lib=$(dpkg -L libfaketime 2>/dev/null | grep -m1 'libfaketime.so.1$' || true)
+  log "faketime: ${lib:-missing}; stress-ng: $(stress-ng --version 2>/dev/null | head -1 || echo missing)"
+}
+
 test_image() {
   apt_install debootstrap
   # Cached: the image in the engine, the root's tarball in $cache (kept between CI runs).
@@ -146,9 +156,10 @@ for what in "$@"; do
     docker) timed docker docker_engine ;;
     browser) timed browser browser ;;
     socat) timed socat socat_tool ;;
+    faketime) timed faketime faketime_lib ;;
     image) timed image test_image ;;
     actionlint) apt_install bc; timed actionlint actionlint ;;
-    all) apt_install bc; timed toxiproxy toxiproxy; timed postgres postgres; timed redis redis; timed npm npm_deps; timed docker docker_engine; timed browser browser; timed socat socat_tool; timed image test_image; timed actionlint actionlint ;;
-    *) log "unknown component '$what' (expected toxiproxy, postgres, redis, npm, docker, browser, socat, image, actionlint or all)"; exit 2 ;;
+    all) apt_install bc; timed toxiproxy toxiproxy; timed postgres postgres; timed redis redis; timed npm npm_deps; timed docker docker_engine; timed browser browser; timed socat socat_tool; timed faketime faketime_lib; timed image test_image; timed actionlint actionlint ;;
+    *) log "unknown component '$what' (expected toxiproxy, postgres, redis, npm, docker, browser, socat, faketime, image, actionlint or all)"; exit 2 ;;
   esac
 done
