@@ -3,7 +3,7 @@
 What each command does is in ``harness.commands``, imported when the command runs, so
 ``crashpoint --help`` loads no engine. Exit codes (stable, ``ExitCode``): 0 all held;
 1 a violation; 2 usage or configuration error; 3 inconclusive or infrastructure failure
-(``--strict``: skipped too); 130 interrupted.
+(``--strict``: skipped too; ``--fail-on-warning``: 1 on a warning); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
             multiple=True,
             metavar="NAME",
             shell_complete=_complete_scenarios,
-            help="Only this scenario (repeatable; crashpoint points).",
+            help="Only this scenario (repeatable; see points).",
         ),
         click.option(
             "--point",
@@ -142,6 +142,11 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
         ),
         _out_option("crashpoint-out"),
         click.option("--strict", is_flag=True, help="Exit 3 on skipped trials too."),
+        click.option(
+            "--fail-on-warning",
+            is_flag=True,
+            help="Exit 1 on warnings too.",
+        ),
         click.option(
             "--jobs",
             "-j",

@@ -34,11 +34,13 @@ def replay_command(spec: RunSpec, cell: Cell) -> str:
 
 
 def summarize(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """``total`` and one count per verdict, every verdict present."""
+    """``total``, one count per verdict (every verdict present), and ``warnings``: how
+    many warnings the trials gave in all."""
     counts = {v.value: 0 for v in Verdict}
     for t in trials:
         counts[Verdict(t["verdict"]).value] += 1
-    return {"total": len(trials), **counts}
+    warnings = sum(len(t.get("warnings") or ()) for t in trials)
+    return {"total": len(trials), **counts, "warnings": warnings}
 
 
 def results_document(
@@ -65,9 +67,12 @@ def results_document(
     }
 
 
-def exit_code(summary: Mapping[str, int], *, strict: bool) -> ExitCode:
-    """0 all held; 1 a violation; 3 inconclusive (or, with --strict, skipped)."""
-    if summary[Verdict.VIOLATED]:
+def exit_code(
+    summary: Mapping[str, int], *, strict: bool, fail_on_warning: bool = False
+) -> ExitCode:
+    """0 all held; 1 a violation (or, with --fail-on-warning, a warning); 3 inconclusive
+    (or, with --strict, skipped)."""
+    if summary[Verdict.VIOLATED] or (fail_on_warning and summary.get("warnings", 0)):
         return ExitCode.VIOLATED
     if summary[Verdict.INCONCLUSIVE] or (strict and summary[Verdict.SKIPPED]):
         return ExitCode.INCONCLUSIVE

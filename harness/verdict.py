@@ -22,7 +22,7 @@ from harness.backends.base import Backend
 from harness.contract.errors import CrashpointError, Inconclusive
 from harness.contract.vocabulary import LIVENESS
 from harness.history import Event, History
-from harness.oracle import TrialFacts, Violation, check, unjudged
+from harness.oracle import TrialFacts, Violation, check, unjudged, warning_json, warnings_of
 from harness.plan import Cell
 from harness.target import TargetAdapter, quiet_window_s
 from harness.trial import PROVIDER_NAME, Trial, TrialConfig
@@ -47,6 +47,8 @@ class TrialResult:
     unjudged: dict[str, str] = field(default_factory=dict)
     #: "failpoint" (reached exactly), "provider" (at a provider hold), or None.
     reached_by: str | None = None
+    #: Findings that break no invariant (see harness.oracle.warn); they leave the verdict be.
+    warnings: list[Violation] = field(default_factory=list)
 
     def to_json(self, replay: str) -> dict[str, Any]:
         c = self.cell
@@ -66,6 +68,7 @@ class TrialResult:
             "reason": self.reason,
             "unjudged": dict(self.unjudged),
             "violations": [v.to_json() for v in self.violations],
+            "warnings": [warning_json(w) for w in self.warnings],
             "duration_s": round(self.duration_s, 4),
             "seed": self.seed,
             "replay": replay,
@@ -111,6 +114,7 @@ def run_trial(
         abort=abort,
     )
     violations: list[Violation] = []
+    warnings: list[Violation] = []
     reason: str | None = None
     verdict = "inconclusive"
     events: list[Event] | None = None
@@ -123,6 +127,7 @@ def run_trial(
         facts = trial.facts(quiescent=quiescent, review_expected=review)
         violations = check(events, facts)
         notes = unjudged(events, facts)
+        warnings = warnings_of(events, facts)
         safety = [v for v in violations if v.invariant not in LIVENESS]
         if violations:
             verdict = "violated"
@@ -169,6 +174,7 @@ def run_trial(
         },
         unjudged=notes,
         reached_by=trial.reached_by if trial.reached else None,
+        warnings=warnings if verdict != "inconclusive" else [],
     )
 
 

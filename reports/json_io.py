@@ -62,6 +62,7 @@ def _summary(results: Results) -> dict[str, int]:
         "inconclusive": s.inconclusive,
         "skipped": s.skipped,
         "not_reached": s.not_reached,
+        "warnings": s.warnings,
     }
 
 
@@ -79,6 +80,7 @@ def _trial(t: Trial) -> dict[str, Any]:
         "reached": t.reached,
         "reason": t.reason,
         "violations": [_violation(v) for v in t.violations],
+        "warnings": [_violation(w, name="warning") for w in t.warnings],
         "duration_s": t.duration_s,
         "seed": t.seed,
         "replay": t.replay,
@@ -103,7 +105,7 @@ def _trial(t: Trial) -> dict[str, Any]:
     return out
 
 
-def _violation(v: Violation) -> dict[str, Any]:
+def _violation(v: Violation, *, name: str = "invariant") -> dict[str, Any]:
     ev = v.evidence
     evidence: dict[str, Any] = {
         "arrivals": [dict(a) for a in ev.arrivals],
@@ -112,7 +114,7 @@ def _violation(v: Violation) -> dict[str, Any]:
         "events": list(ev.events),
     }
     evidence.update(ev.extra)
-    return {"invariant": v.invariant, "job": v.job, "message": v.message, "evidence": evidence}
+    return {name: v.invariant, "job": v.job, "message": v.message, "evidence": evidence}
 
 
 def _kill_matrix(km: KillMatrix) -> dict[str, Any]:

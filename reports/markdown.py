@@ -76,6 +76,15 @@ def markdown_summary(results: Results) -> str:
         ]
         lines += [_violation_row(t) for t in violated]
         lines.append("")
+    warned = [t for t in results.trials if t.warnings]
+    if warned:
+        lines += [f"### Warnings: {s.warnings} (they break no invariant)", ""]
+        lines += [
+            f"- {md_code(t.key)}: "
+            + "; ".join(f"{md_code(w.invariant)} {md_text(w.message)}" for w in t.warnings)
+            for t in warned
+        ]
+        lines.append("")
     unsure = [t for t in results.trials if t.status in ("inconclusive", "not_reached")]
     if unsure:
         lines += ["### Not proven", ""]

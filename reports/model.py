@@ -98,6 +98,8 @@ class Trial:
     replay: str
     reason: str | None = None
     violations: tuple[Violation, ...] = ()
+    #: Findings that broke no invariant; ``invariant`` holds the warning's name.
+    warnings: tuple[Violation, ...] = ()
     seed: int | None = None
     description: str | None = None
     expected: str | None = None
@@ -171,6 +173,8 @@ class Summary:
     inconclusive: int = 0
     skipped: int = 0
     not_reached: int = 0
+    #: Warnings of all trials together (a trial may give several).
+    warnings: int = 0
 
     @classmethod
     def of(cls, trials: tuple[Trial, ...] | list[Trial]) -> Summary:
@@ -184,6 +188,7 @@ class Summary:
             inconclusive=counts[Verdict.INCONCLUSIVE],
             skipped=counts[Verdict.SKIPPED],
             not_reached=sum(1 for t in trials if t.status == "not_reached"),
+            warnings=sum(len(t.warnings) for t in trials),
         )
 
 

@@ -58,6 +58,7 @@ _TRIAL_KEYS = frozenset(
         "reached",
         "reason",
         "violations",
+        "warnings",
         "duration_s",
         "seed",
         "replay",
@@ -199,6 +200,10 @@ def _trial(r: _Reader, value: object, where: str) -> Trial:
         _violation(r, item, f"{where}.violations[{i}]", len(events))
         for i, item in enumerate(r.array(data, "violations", where))
     )
+    warnings = tuple(
+        _violation(r, item, f"{where}.warnings[{i}]", len(events), name="warning")
+        for i, item in enumerate(r.array(data, "warnings", where))
+    )
     timings = r.obj(data.get("timings", {}), f"{where}.timings")
     return Trial(
         id=r.get(data, "id", where, str),
@@ -215,6 +220,7 @@ def _trial(r: _Reader, value: object, where: str) -> Trial:
         replay=r.get(data, "replay", where, str),
         reason=r.opt(data, "reason", where, str),
         violations=violations,
+        warnings=warnings,
         seed=r.opt(data, "seed", where, int),
         description=r.opt(data, "description", where, str),
         expected=r.opt(data, "expected", where, str),
@@ -243,7 +249,9 @@ def _event(r: _Reader, value: object, index: int, where: str) -> TimelineEvent:
     )
 
 
-def _violation(r: _Reader, value: object, where: str, n_events: int) -> Violation:
+def _violation(
+    r: _Reader, value: object, where: str, n_events: int, *, name: str = "invariant"
+) -> Violation:
     data = r.obj(value, where)
     evidence = r.obj(data.get("evidence", {}), f"{where}.evidence")
     ew = f"{where}.evidence"
@@ -257,7 +265,7 @@ def _violation(r: _Reader, value: object, where: str, n_events: int) -> Violatio
             )
         indexes.append(index)
     return Violation(
-        invariant=r.get(data, "invariant", where, str),
+        invariant=r.get(data, name, where, str),
         job=r.opt(data, "job", where, str),
         message=r.opt(data, "message", where, str) or "",
         evidence=Evidence(

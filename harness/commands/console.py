@@ -100,6 +100,8 @@ def print_summary(doc: Mapping[str, Any], out: Path, *, to: Console | None = Non
         f"[yellow]{s['inconclusive']} inconclusive[/], {s['skipped']} skipped "
         f"in {doc['duration_s']:.1f} s"
     )
+    if s.get("warnings"):
+        to.print(f"[yellow]{s['warnings']} warnings[/] (they break no invariant; see the report)")
     report = out / "index.html"
     where = report if report.exists() else out / "results.json"
     to.print(f"report: {where}", markup=False, highlight=False, soft_wrap=True)

@@ -36,6 +36,7 @@ class MatrixOptions:
     seed: int | None = None
     out: Path = Path("crashpoint-out")
     strict: bool = False
+    fail_on_warning: bool = False
     jobs: int = 1
     shard: str | None = None
     lease_ttl_s: float | None = None

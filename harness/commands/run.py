@@ -69,5 +69,8 @@ def run_command(
             run_out = opts.out if repeat == 1 else opts.out / f"run-{i + 1:03d}"
             write_run(doc, run_out)
             print_summary(doc, run_out)
-            code = worst(code, exit_code(doc["summary"], strict=opts.strict))
+            code = worst(
+                code,
+                exit_code(doc["summary"], strict=opts.strict, fail_on_warning=opts.fail_on_warning),
+            )
     return code

@@ -45,4 +45,4 @@ def selftest_command(opts: MatrixOptions) -> int:
     console.print(f"report: {opts.out / 'index.html'}")
     if summary[Verdict.VIOLATED] or survivors:
         return ExitCode.VIOLATED
-    return exit_code(summary, strict=opts.strict)
+    return exit_code(summary, strict=opts.strict, fail_on_warning=opts.fail_on_warning)

@@ -25,8 +25,19 @@ from harness.oracle.safety import (
     no_retry_while_unknown,
     stable_key_and_payload,
 )
+from harness.oracle.warn import WARNINGS, warning_json, warnings_of
 
-__all__ = ["CHECKS", "JobFinal", "TrialFacts", "Violation", "check", "unjudged"]
+__all__ = [
+    "CHECKS",
+    "WARNINGS",
+    "JobFinal",
+    "TrialFacts",
+    "Violation",
+    "check",
+    "unjudged",
+    "warning_json",
+    "warnings_of",
+]
 
 #: Why an invariant (or part of one) could not be judged, by what the target left out.
 NO_JOB_STATES = "the target reports no job outcomes: declare [target] status in crashpoint.toml"
