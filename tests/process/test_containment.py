@@ -19,11 +19,12 @@ from pathlib import Path
 
 import psutil
 import pytest
+from clikit import ROOT, leftovers, results, run
 from treekit import (
     CHAIN,
     assert_frozen,
     fields_of,
-    leftovers,
+    marked,
     start_tree,
     ticking,
     ticks_again,
@@ -70,7 +71,7 @@ def test_a_double_forked_setsid_daemon_dies_with_its_worker(
     cgroup_backend: ProcessBackend, workdir: Path, marker: str
 ) -> None:
     handle = start_tree(cgroup_backend, workdir, marker, "--daemon", roles=["w", "w-daemon"])
-    daemon = [p for p in leftovers(marker) if p.pid != handle.pid]
+    daemon = [p for p in marked(marker) if p.pid != handle.pid]
     assert daemon, "the daemon should be running"
     # It left the worker's session and tree: no process group or psutil walk finds it.
     assert os.getsid(daemon[0].pid) != os.getsid(handle.pid)
@@ -78,7 +79,7 @@ def test_a_double_forked_setsid_daemon_dies_with_its_worker(
     handle.signal(signal.SIGKILL)
     assert handle.wait(5) == -signal.SIGKILL
     cgroup_backend.close()
-    assert leftovers(marker) == []
+    assert marked(marker) == []
     (start,) = fields_of(cgroup_backend._history, "worker_start")
     assert start["containment"] == CGROUP2
     assert handle.cgroup is not None
@@ -92,7 +93,7 @@ def test_a_daemon_left_by_a_worker_that_exited_is_reaped_at_stop(
     assert handle.wait(10) == 0
     ticking(workdir, ["w-daemon"])
     assert handle.stop(timeout_s=1.0) == 0
-    assert leftovers(marker) == []
+    assert marked(marker) == []
 
 
 def test_pause_freezes_the_grandchildren_and_the_daemon(
@@ -100,7 +101,7 @@ def test_pause_freezes_the_grandchildren_and_the_daemon(
 ) -> None:
     roles = [*CHAIN, "w-daemon"]
     handle = start_tree(cgroup_backend, workdir, marker, "--daemon", "--spawn", "2", roles=roles)
-    procs = leftovers(marker)
+    procs = marked(marker)
     assert len(procs) == len(roles)
     handle.pause()
     assert_frozen(workdir, roles, procs)
@@ -111,7 +112,7 @@ def test_pause_freezes_the_grandchildren_and_the_daemon(
 def test_pause_of_the_fallback_stops_the_tree_it_sees(workdir: Path, marker: str) -> None:
     with ProcessBackend(containment=PROCESS_GROUP) as backend:
         handle = start_tree(backend, workdir, marker, "--spawn", "2", roles=CHAIN)
-        procs = leftovers(marker)
+        procs = marked(marker)
         handle.pause()
         # SIGSTOP is delivered asynchronously: wait until the kernel says stopped.
         until(
@@ -120,7 +121,7 @@ def test_pause_of_the_fallback_stops_the_tree_it_sees(workdir: Path, marker: str
         )
         assert_frozen(workdir, CHAIN, procs)
         handle.resume()
-    assert leftovers(marker) == []
+    assert marked(marker) == []
 
 
 def test_a_sigterm_ignoring_tree_is_escalated_to_sigkill(
@@ -128,7 +129,7 @@ def test_a_sigterm_ignoring_tree_is_escalated_to_sigkill(
 ) -> None:
     handle = start_tree(backend, workdir, marker, "--ignore-term", "--spawn", "2", roles=CHAIN)
     assert handle.stop(timeout_s=0.3) == -signal.SIGKILL
-    assert leftovers(marker) == []
+    assert marked(marker) == []
     (escalation,) = fields_of(backend._history, "escalate")
     assert escalation["worker"] == "w1"
     assert escalation["signal"] == "SIGTERM"
@@ -155,7 +156,7 @@ def test_a_chain_of_children_dies_with_sigkill(
     handle.signal(signal.SIGKILL)
     assert handle.wait(5) == -signal.SIGKILL
     backend.close()
-    assert leftovers(marker) == []
+    assert marked(marker) == []
 
 
 def test_the_switch_forces_the_fallback_and_the_history_says_so(
@@ -171,7 +172,7 @@ def test_the_switch_forces_the_fallback_and_the_history_says_so(
     (start,) = fields_of(backend._history, "worker_start")
     assert start["containment"] == PROCESS_GROUP
     assert start["containment_note"] == f"{CONTAINMENT}={PROCESS_GROUP}"
-    assert leftovers(marker) == []
+    assert marked(marker) == []
 
 
 def test_the_worker_is_in_its_cgroup_before_it_runs(
@@ -237,9 +238,39 @@ def test_a_sigkilled_harness_leaves_no_daemon_and_no_cgroup(
         assert len((cgroup / "cgroup.procs").read_text().split()) == 2, "worker and daemon"
         harness.kill()
         harness.wait()
-        until(lambda: leftovers(marker) == [], what="the watchdog to kill the worker's cgroup")
+        until(lambda: marked(marker) == [], what="the watchdog to kill the worker's cgroup")
         until(lambda: not cgroup.parent.exists(), what="the watchdog to remove the cgroups")
     finally:
         if harness.poll() is None:
             harness.kill()
             harness.wait()
+
+
+def test_a_trial_of_a_sigterm_ignoring_worker_escalates_and_the_report_says_so(
+    scratch: Path, tmp_path: Path
+) -> None:
+    # The pyqueue worker with SIGTERM ignored and a grace of its own (0.4 s), through the
+    # real CLI: the SIGTERM cell still holds, and results.json and the page say what
+    # happened and how the worker was contained.
+    config = ROOT / "tests" / "process" / "workers" / "pyqueue" / "crashpoint-ignores-term.toml"
+    out = tmp_path / "out"
+    args = ["-c", str(config), "--scenario", "crash_after_external_success"]
+    proc = run([*args, "--signal", "SIGTERM", "--seed", "3", "--out", str(out)], scratch)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (trial,) = results(out)["trials"]
+    assert trial["verdict"] == "held", trial["reason"]
+    with ProcessBackend() as probe:
+        assert trial["containment"] == probe.containment
+    of_w1 = [e for e in trial["events"] if e["fields"].get("worker") == "w1"]
+    sent = [e["fields"]["signal"] for e in of_w1 if e["kind"] == "signal"]
+    assert sent == ["SIGTERM", "SIGKILL"], "SIGTERM, then after the grace SIGKILL"
+    (escalation,) = [e for e in of_w1 if e["kind"] == "escalate"]
+    assert escalation["fields"]["grace_s"] == 0.4
+    (exit_,) = [e for e in of_w1 if e["kind"] == "worker_exit"]
+    assert exit_["fields"]["status"] == "killed by SIGKILL"
+    assert exit_["t"] >= escalation["t"]
+    page = (out / "trials" / f"{trial['id']}.html").read_text()
+    assert "SIGTERM was not enough" in page
+    assert "w1 outlived SIGTERM for 0.4 s, so SIGKILL was sent" in page
+    assert f"<dt>containment</dt><dd>{trial['containment']}</dd>" in page
+    assert leftovers(scratch) == []

@@ -19,7 +19,7 @@ from treekit import (
     CHAIN,
     assert_frozen,
     fields_of,
-    leftovers,
+    marked,
     start_tree,
     ticks_again,
     until,
@@ -63,11 +63,11 @@ def backend(client: Any) -> Iterator[DockerBackend]:
 
 def _tree(marker: str) -> list[psutil.Process]:
     """The worker's own processes (docker-init carries the worker's argv too)."""
-    return [p for p in leftovers(marker) if p.name() != "docker-init"]
+    return [p for p in marked(marker) if p.name() != "docker-init"]
 
 
 def _gone(marker: str) -> None:
-    until(lambda: leftovers(marker) == [], what=f"every process marked {marker} to be gone")
+    until(lambda: marked(marker) == [], what=f"every process marked {marker} to be gone")
 
 
 def test_a_double_forked_setsid_daemon_dies_with_the_container(

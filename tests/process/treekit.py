@@ -81,7 +81,7 @@ def start_tree(
     return handle
 
 
-def leftovers(marker: str) -> list[psutil.Process]:
+def marked(marker: str) -> list[psutil.Process]:
     """Every live (not zombie) process on the machine whose argv carries ``marker``."""
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
@@ -94,7 +94,7 @@ def leftovers(marker: str) -> list[psutil.Process]:
 
 def kill_leftovers(marker: str) -> None:
     """A failed test must not leave its tree running for the next one."""
-    for proc in leftovers(marker):
+    for proc in marked(marker):
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
 
