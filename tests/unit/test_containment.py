@@ -27,7 +27,7 @@ from harness.plan import Cell
 from harness.trial import Trial, TrialConfig
 from harness.verdict import containment_of
 from harness.watchdog import _kill_cgroup, _Registry
-from reports import results_from_dict
+from reports import results_from_dict, write_html
 from scenarios.table import SCENARIOS
 
 HYBRID_MOUNTS = """\
@@ -210,7 +210,7 @@ def test_the_watchdog_never_removes_a_directory_that_is_not_a_cgroup(tmp_path: P
     assert (tmp_path / "sub").is_dir()
 
 
-def test_the_report_model_reads_containment_and_escalations() -> None:
+def test_the_report_model_reads_containment_and_escalations(tmp_path: Path) -> None:
     from tests.unit.test_reports_model import raw
 
     data = raw()
@@ -226,7 +226,26 @@ def test_the_report_model_reads_containment_and_escalations() -> None:
             "fields": {"worker": "w1", "text": "w1 outlived SIGTERM for 1.2 s, so SIGKILL"},
         }
     )
-    first = results_from_dict(data).trials[0]
+    results = results_from_dict(data)
+    first = results.trials[0]
     assert first.containment == "cgroup2"
     assert first.escalations == ("w1 outlived SIGTERM for 1.2 s, so SIGKILL",)
     assert results_from_dict(raw()).trials[0].containment is None
+    # The trial's page says both; a trial recorded before containment was kept says neither.
+    write_html(results, tmp_path)
+    pages = {p.stem: p.read_text(encoding="utf-8") for p in (tmp_path / "trials").glob("*.html")}
+    page = next(text for text in pages.values() if "w1 outlived SIGTERM" in text)
+    assert "<dt>containment</dt><dd>cgroup2</dd>" in page
+    assert "SIGTERM was not enough" in page
+    assert sum("<dt>containment</dt>" in text for text in pages.values()) == 1
+
+
+def test_doctor_says_when_workers_only_get_the_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.doctor import check_containment
+
+    monkeypatch.setenv("CRASHPOINT_CONTAINMENT", PROCESS_GROUP)
+    check = check_containment()
+    assert not check.ok
+    assert not check.required, "the fallback still runs every trial"
+    assert "CRASHPOINT_CONTAINMENT=process_group" in check.detail
+    assert "cgroup v2" in check.fix
