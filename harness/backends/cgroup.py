@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import time
 import uuid
@@ -94,6 +95,19 @@ def enter_argv(procs: Path, argv: Sequence[str], env: Mapping[str, str]) -> list
         script = join + 'export PWD="$1"; shift; exec "$@"'
         return ["/bin/sh", "-c", script, str(procs), env["PWD"], *argv]
     return ["/bin/sh", "-c", join + 'unset PWD; exec "$@"', str(procs), *argv]
+
+
+def runnable(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> bool:
+    """Whether ``argv[0]`` names a program ``Popen`` could start (found on ``env``'s
+    ``PATH``, or a path from ``cwd``): behind the shim, a missing one would be a worker
+    exiting 127 rather than a clear failure to start."""
+    program = argv[0] if argv else ""
+    if not program:
+        return False
+    if "/" in program:
+        path = cwd / program
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(program, path=env.get("PATH", os.defpath)) is not None
 
 
 class Cgroup:

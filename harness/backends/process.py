@@ -15,7 +15,6 @@ group id, cannot be reused, so a late ``killpg`` can never reach a stranger.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -31,7 +30,7 @@ from harness.backends.base import (
     record_escalation,
     signal_name,
 )
-from harness.backends.cgroup import Cgroup, CgroupTree, enter_argv, open_root, wanted
+from harness.backends.cgroup import Cgroup, CgroupTree, enter_argv, open_root, runnable, wanted
 from harness.backends.pgroup import GroupTree
 from harness.contract.env import CONTAINMENT
 from harness.contract.errors import InfrastructureError
@@ -276,7 +275,9 @@ class ProcessBackend:
         slot = None
         run = list(argv)
         if self._root is not None:
-            _check_program(name, run, env, cwd)  # the shim would only say "not found"
+            if not runnable(run, env, cwd):  # behind the shim, only "exit 127" would say so
+                missing = FileNotFoundError(f"{(run or [''])[0]!r} is not a program")
+                raise _not_started(name, argv, cwd, missing)
             slot = self._root.child(f"{name}-{len(self._handles)}")
             run = enter_argv(slot.procs_file, run, env)
         try:
@@ -339,20 +340,6 @@ class ProcessBackend:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _check_program(name: str, argv: list[str], env: Mapping[str, str], cwd: Path) -> None:
-    """Raise as ``Popen`` would for a program that cannot be run: behind the shim its
-    error would be a worker exiting 127 instead of a clear failure to start."""
-    program = argv[0] if argv else ""
-    if "/" in program:
-        path: str | None = str(cwd / program)
-        if not (os.path.isfile(str(path)) and os.access(str(path), os.X_OK)):
-            path = None
-    else:
-        path = shutil.which(program, path=env.get("PATH", os.defpath)) if program else None
-    if path is None:
-        raise _not_started(name, argv, cwd, FileNotFoundError(f"{program!r} is not a program"))
 
 
 def _not_started(name: str, argv: Sequence[str], cwd: Path, exc: OSError) -> InfrastructureError:

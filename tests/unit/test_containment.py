@@ -18,6 +18,7 @@ from harness.backends.cgroup import (
     open_root,
     own_cgroup,
     parse_events,
+    runnable,
     v2_mount,
     wanted,
 )
@@ -85,6 +86,19 @@ def test_the_shim_keeps_the_callers_pwd() -> None:
     run = enter_argv(Path("/cg/cgroup.procs"), ["w"], {"PWD": "/where/harness/ran"})
     assert 'export PWD="$1"; shift' in run[2]
     assert run[3:] == ["/cg/cgroup.procs", "/where/harness/ran", "w"]
+
+
+def test_a_program_is_runnable_as_popen_would_find_it(tmp_path: Path) -> None:
+    script = tmp_path / "bin" / "worker"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\n")
+    env = {"PATH": str(script.parent)}
+    assert not runnable(["./bin/worker"], env, tmp_path), "not executable yet"
+    script.chmod(0o755)
+    assert runnable(["./bin/worker"], env, tmp_path), "a path starts from the cwd"
+    assert runnable(["worker"], env, Path("/")), "a bare name is looked up on env's PATH"
+    assert not runnable(["worker"], {"PATH": "/nonexistent"}, tmp_path)
+    assert not runnable([], env, tmp_path)
 
 
 def test_term_grace_defaults_to_two_leases_unless_declared() -> None:
