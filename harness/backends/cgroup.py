@@ -180,7 +180,12 @@ class Cgroup:
         return self._until(lambda e: not e.get("populated"), timeout_s)
 
     def remove(self) -> bool:
-        """Remove the directory (it must be empty); False if it is still in use."""
+        """Remove the directory, and any cgroups the worker made inside it, deepest first
+        (each must be empty of processes); False if one is still in use."""
+        inner = [p for p in self.path.glob("**/") if p != self.path] if self.path.exists() else []
+        for sub in sorted(inner, key=lambda p: -len(p.parts)):
+            with contextlib.suppress(OSError):
+                sub.rmdir()
         try:
             self.path.rmdir()
         except FileNotFoundError:

@@ -274,3 +274,33 @@ def test_a_trial_of_a_sigterm_ignoring_worker_escalates_and_the_report_says_so(
     assert "w1 outlived SIGTERM for 0.4 s, so SIGKILL was sent" in page
     assert f"<dt>containment</dt><dd>{trial['containment']}</dd>" in page
     assert leftovers(scratch) == []
+
+
+# A worker that makes a cgroup of its own inside its slot and moves into it, with a child.
+NESTS = """
+import os, subprocess, sys, time
+from pathlib import Path
+from harness.backends.cgroup import own_cgroup, v2_mount
+mine = v2_mount(Path("/proc/self/mounts").read_text()) / own_cgroup(
+    Path("/proc/self/cgroup").read_text()).lstrip("/")
+(mine / "inner").mkdir()
+(mine / "inner" / "cgroup.procs").write_text(str(os.getpid()))
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", sys.argv[1]])
+Path("nested").write_text("yes")
+time.sleep(60)
+"""
+
+
+def test_a_worker_that_nests_a_cgroup_is_still_killed_and_removed(
+    cgroup_backend: ProcessBackend, workdir: Path, marker: str
+) -> None:
+    argv = [sys.executable, "-c", NESTS, marker]
+    handle = cgroup_backend.start("w1", argv, env=dict(os.environ), cwd=workdir)
+    until((workdir / "nested").exists, what="the worker to nest its cgroup")
+    assert handle.cgroup is not None
+    assert (handle.cgroup / "inner").is_dir()
+    handle.signal(signal.SIGKILL)
+    assert handle.wait(5) == -signal.SIGKILL
+    cgroup_backend.close()
+    assert marked(marker) == []
+    assert not handle.cgroup.exists()
