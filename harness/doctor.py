@@ -78,6 +78,23 @@ def check_docker() -> Check:
     return Check("Docker engine", True, detail, version=engine.engine)
 
 
+def check_containment() -> Check:
+    """Whether workers get a cgroup v2 each (every descendant reached) or the fallback."""
+    from harness.backends.cgroup import open_root, wanted
+    from harness.contract.env import CONTAINMENT
+
+    root, why = open_root(wanted(os.environ.get(CONTAINMENT)))
+    if root is None:
+        return Check(
+            "Worker containment",
+            False,
+            f"process groups plus psutil (a double-forked daemon can escape): {why}",
+            "run as root on a machine with a cgroup v2 hierarchy (Linux 5.14 or later)",
+        )
+    root.remove()
+    return Check("Worker containment", True, f"a cgroup v2 per worker under {root.path.parent}")
+
+
 def check_chromium() -> Check:
     fix = "bash scripts/install-infra.sh browser"
     for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
@@ -102,6 +119,7 @@ PROBES: tuple[Callable[[], Check], ...] = (
     check_toxiproxy,
     check_postgres,
     check_docker,
+    check_containment,
     check_chromium,
 )
 

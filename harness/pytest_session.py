@@ -196,7 +196,11 @@ class CrashpointSession:
         spec = infra.spec(
             self.selected,
             seed=self.seed,
-            config=trial_config(self.lease_ttl_s, infra.pg_dsn),
+            config=trial_config(
+                self.lease_ttl_s,
+                infra.pg_dsn,
+                term_grace_s=self.command.term_grace_s if self.command is not None else None,
+            ),
             command="pytest",
             jobs=1,
             target=self.target_doc,

@@ -455,10 +455,17 @@ def trial_network(infra: RunInfra, cell: Cell) -> NetworkSeam:
     return TrialNetwork(infra.toxiproxy, cell)
 
 
-def trial_config(lease_ttl_s: float | None, pg_dsn: str | None) -> TrialConfig:
+def trial_config(
+    lease_ttl_s: float | None, pg_dsn: str | None, *, term_grace_s: float | None = None
+) -> TrialConfig:
     """The settings ``crashpoint run`` gives a trial for this lease."""
     lease = lease_ttl_s or TrialConfig.lease_ttl_s
-    return TrialConfig(lease_ttl_s=lease, http_timeout_s=max(0.3, lease), pg_dsn=pg_dsn)
+    return TrialConfig(
+        lease_ttl_s=lease,
+        http_timeout_s=max(0.3, lease),
+        pg_dsn=pg_dsn,
+        term_grace_s=term_grace_s,
+    )
 
 
 @contextlib.contextmanager
@@ -487,9 +494,9 @@ def scenario_trial(
     cell = custom_cell(name, provider=kind, ledger=ledger, backend=backend, description=description)
     lease = lease_ttl_s or (command.lease_ttl_s if command is not None else None)
     with RunInfra.open([], ledger=ledger, backend=backend, pg_dsn=pg_dsn, command=command) as infra:
-        st = open_trial(
-            infra, cell, seed=seed, config=trial_config(lease, infra.pg_dsn), network=network
-        )
+        grace = command.term_grace_s if command is not None else None
+        settings = trial_config(lease, infra.pg_dsn, term_grace_s=grace)
+        st = open_trial(infra, cell, seed=seed, config=settings, network=network)
         try:
             yield st.start()
         finally:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fake_providers import Fault, ProviderProcess, start_provider
-from harness.backends.base import Backend, LogsApart, WorkerHandle
+from harness.backends.base import Backend, LogsApart, WorkerHandle, record_escalation
 from harness.contract.env import STATE_DIR, provider_env_name, provider_env_var, provider_kind_var
 from harness.contract.errors import ConfigError, Inconclusive, RendezvousTimeout
 from harness.history import Event, History
@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 
 #: The reference worker's provider name; a command target names its own.
 PROVIDER_NAME = "svc"
+#: A worker that finishes its attempt on SIGTERM gets the time its own lease allows.
+TERM_GRACE_LEASES = 2.0
+#: How soon a worker that handles SIGTERM by dying counts as having died at its boundary.
+_DIED_AT_ONCE_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,16 @@ class TrialConfig:
     pg_dsn: str | None = None
     keep_dirs: bool = False
     workdir: Path | None = None
+    #: How long a worker sent SIGTERM gets to exit before SIGKILL: ``[target]
+    #: term_grace_s``; None: two leases (docs/fairness.md).
+    term_grace_s: float | None = None
+
+    @property
+    def term_grace(self) -> float:
+        """The SIGTERM grace in seconds, declared or by default two leases."""
+        if self.term_grace_s is not None:
+            return self.term_grace_s
+        return TERM_GRACE_LEASES * self.lease_ttl_s
 
 
 class Trial:
@@ -164,7 +178,7 @@ class Trial:
             with contextlib.suppress(Exception):
                 if handle.name in self.paused:
                     handle.resume()
-                handle.stop(timeout_s=1.0)
+                handle.stop(timeout_s=self.config.term_grace)
         with contextlib.suppress(Exception):
             self.backend.close()
         if self.rendezvous is not None:
@@ -357,16 +371,20 @@ class Trial:
         """Kill ``handle`` with ``sig``; True when it died at the boundary it was held at.
 
         A worker may handle SIGTERM by finishing what it holds: it is then let go from
-        the boundary and given a lease's time to exit before SIGKILL ends it, and the
+        the boundary and given the SIGTERM grace (``TrialConfig.term_grace``) to exit
+        before SIGKILL ends it; the history says when SIGTERM was not enough, and the
         trial knows the crash became a graceful stop.
         """
+        sent = time.monotonic()
         self.send(handle, sig)
         at_boundary = True
-        if sig != "SIGKILL" and handle.wait(0.1) is None:
+        if sig != "SIGKILL" and handle.wait(_DIED_AT_ONCE_S) is None:
             if hit is not None:
                 hit.resume()
                 at_boundary = False
-            if handle.wait(self.config.lease_ttl_s * 2) is None:
+            grace = self.config.term_grace
+            if handle.wait(max(0.0, sent + grace - time.monotonic())) is None:
+                record_escalation(self.history, handle.name, handle.pid, sent=sig, grace_s=grace)
                 self.send(handle, "SIGKILL")
         if handle.wait(5.0) is None:
             raise Inconclusive(f"worker {handle.name} survived SIGKILL")

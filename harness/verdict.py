@@ -49,6 +49,9 @@ class TrialResult:
     reached_by: str | None = None
     #: Findings that break no invariant (see harness.oracle.warn); they leave the verdict be.
     warnings: list[Violation] = field(default_factory=list)
+    #: How the workers' trees were contained: "cgroup2", "process_group" or "container"
+    #: (several, comma-joined, if the workers differed); None: no worker started.
+    containment: str | None = None
 
     def to_json(self, replay: str) -> dict[str, Any]:
         c = self.cell
@@ -65,6 +68,7 @@ class TrialResult:
             "verdict": self.verdict,
             "reached": self.reached,
             "reached_by": self.reached_by,
+            "containment": self.containment,
             "reason": self.reason,
             "unjudged": dict(self.unjudged),
             "violations": [v.to_json() for v in self.violations],
@@ -175,7 +179,15 @@ def run_trial(
         unjudged=notes,
         reached_by=trial.reached_by if trial.reached else None,
         warnings=warnings if verdict != "inconclusive" else [],
+        containment=containment_of(events),
     )
+
+
+def containment_of(events: list[Event]) -> str | None:
+    """What the workers' start events say contained them, in start order."""
+    seen = [e.fields.get("containment") for e in events if e.kind == "worker_start"]
+    kinds = list(dict.fromkeys(str(k) for k in seen if k))
+    return ",".join(kinds) or None
 
 
 def no_quiescence(events: list[Event], facts: TrialFacts, config: TrialConfig) -> str:

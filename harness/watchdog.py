@@ -2,7 +2,7 @@
 
 :meth:`Watchdog.start` spawns ``python -m harness.watchdog`` in its own session with the
 read end of a pipe as its stdin. The harness writes one JSON line per thing it starts
-(a process group, the run's containers, a temp dir) and per thing it reaped. When the pipe
+(a process group, a cgroup, the run's containers, a temp dir) and per thing it reaped. When the pipe
 reaches EOF, whether because the harness closed it, exited, was interrupted or was
 SIGKILLed (the kernel closes its fds), the watchdog kills and removes whatever is still
 registered, then exits. The pipe gives an instant, pid-reuse-free death signal; a slow
@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,14 @@ class Watchdog:
 
     def forget_group(self, pgid: int) -> None:
         self._send({"op": "forget_group", "pgid": pgid})
+
+    def watch_cgroup(self, path: str | Path) -> None:
+        """Kill every process in the cgroup ``path`` (and its children) and remove them
+        if the harness dies: a backend's cgroup of worker slots."""
+        self._send({"op": "cgroup", "path": str(path)})
+
+    def forget_cgroup(self, path: str | Path) -> None:
+        self._send({"op": "forget_cgroup", "path": str(path)})
 
     def watch_containers(self) -> None:
         """Remove every container (and volume) labelled ``crashpoint.run=<run_id>`` if the
@@ -126,6 +135,7 @@ class _Registry:
         self.run_id = run_id
         self.groups: dict[int, float | None] = {}
         self.dirs: set[str] = set()
+        self.cgroups: set[str] = set()
         #: Backends with containers: concurrent trials share the run's label, and one
         #: trial's clean close must not end the watch over another's containers.
         self.containers = 0
@@ -136,6 +146,10 @@ class _Registry:
             self.groups[int(message["pgid"])] = message.get("ctime")
         elif op == "forget_group":
             self.groups.pop(int(message["pgid"]), None)
+        elif op == "cgroup":
+            self.cgroups.add(str(message["path"]))
+        elif op == "forget_cgroup":
+            self.cgroups.discard(str(message["path"]))
         elif op == "containers":
             self.containers += 1
         elif op == "forget_containers":
@@ -148,6 +162,8 @@ class _Registry:
     def sweep(self) -> None:
         for pgid, ctime in self.groups.items():
             _kill_group(pgid, ctime)
+        for path in self.cgroups:
+            _kill_cgroup(Path(path))
         if self.containers:
             _remove_containers(self.run_id)
         for path in self.dirs:
@@ -164,6 +180,28 @@ def _kill_group(pgid: int, ctime: float | None) -> None:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def _kill_cgroup(path: Path, wait_s: float = 2.0) -> None:
+    """SIGKILL the whole subtree in one write, then remove its directories, deepest
+    first (a cgroup is removable once its members are gone, zombies aside)."""
+    if not (path / "cgroup.kill").exists():
+        return
+    with contextlib.suppress(OSError):
+        (path / "cgroup.kill").write_text("1")
+    dirs = sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+    deadline = time.monotonic() + wait_s
+    for d in [*dirs, path]:
+        while True:
+            try:
+                d.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.01)
 
 
 def _remove_containers(run_id: str) -> None:

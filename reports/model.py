@@ -123,6 +123,23 @@ class Trial:
         return how if isinstance(how, str) else None
 
     @property
+    def containment(self) -> str | None:
+        """How the workers' trees were contained (``cgroup2``, ``process_group``,
+        ``container``); None in documents written before it was recorded."""
+        how = self.extra.get("containment")
+        return how if isinstance(how, str) else None
+
+    @property
+    def escalations(self) -> tuple[str, ...]:
+        """What each ``escalate`` event says: a worker outlived SIGTERM for its grace,
+        so SIGKILL was sent."""
+        return tuple(
+            str(e.fields.get("text") or f"{e.fields.get('worker', 'a worker')} got SIGKILL")
+            for e in self.events
+            if e.kind == "escalate"
+        )
+
+    @property
     def unjudged(self) -> dict[str, str]:
         """Invariants the trial could not judge, with the reason for each."""
         found = self.extra.get("unjudged")

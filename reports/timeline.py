@@ -40,6 +40,7 @@ KIND_GROUPS: dict[str, str] = {
     K.HOLD: "fault",
     K.RELEASE: "fault",
     K.SIGNAL: "fault",
+    K.ESCALATE: "fault",
     K.TOXIC_ON: "fault",
     K.TOXIC_OFF: "fault",
     K.RESTORE: "fault",

@@ -9,7 +9,10 @@ from __future__ import annotations
 import signal as _signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from harness.history import History
 
 
 @runtime_checkable
@@ -118,3 +121,23 @@ def signal_name(sig: int) -> str:
         return _signal.Signals(sig).name
     except ValueError:
         return str(sig)
+
+
+def record_escalation(
+    history: History | None, worker: str, pid: int, *, sent: int | str, grace_s: float
+) -> None:
+    """Say in the history that ``sent`` was not enough: after ``grace_s`` the worker was
+    still running, so SIGKILL follows (the caller sends it right after)."""
+    if history is None:
+        return
+    name = sent if isinstance(sent, str) else signal_name(sent)
+    history.append(
+        "supervisor",
+        "escalate",
+        worker=worker,
+        pid=pid,
+        signal=name,
+        then="SIGKILL",
+        grace_s=round(grace_s, 3),
+        text=f"{worker} outlived {name} for {grace_s:g} s, so SIGKILL was sent",
+    )

@@ -7,6 +7,11 @@ and the trial's state directory read-write at the same path, so the worker sees 
 paths inside as outside. ``/sbin`` is a real directory because ``init=True`` mounts
 ``docker-init`` there. Containers use the host network to reach loopback providers.
 
+Containment is the container (``containment="container"`` on each ``worker_start``): a
+worker that double-forks, calls ``setsid`` or ignores SIGTERM stays inside its PID
+namespace and cgroup, and when the worker (so its init) exits, the kernel kills whatever
+was left there.
+
 Signals: SIGKILL goes through the engine (it kills the whole PID namespace); SIGSTOP and
 SIGCONT become ``pause()``/``unpause()`` (the cgroup freezer stops every process at
 once); any other signal goes through the engine to the init process, which forwards it to
@@ -47,7 +52,14 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 import harness
-from harness.backends.base import Backend, WorkerHandle, describe_exit, signal_name
+from harness.backends.base import (
+    Backend,
+    WorkerHandle,
+    describe_exit,
+    record_escalation,
+    signal_name,
+)
+from harness.backends.cgroup import CONTAINER
 from harness.backends.images import UserImage
 from harness.contract.env import FAILPOINTS, STATE_DIR
 from harness.contract.errors import InfrastructureError
@@ -244,6 +256,9 @@ class DockerHandle:
                 self.container.unpause()  # a frozen worker cannot act on SIGTERM
             self._deliver(signal.SIGTERM)
             if self.wait(timeout_s) is None:
+                record_escalation(
+                    self._history, self._name, self._pid, sent=signal.SIGTERM, grace_s=timeout_s
+                )
                 self._deliver(signal.SIGKILL)
                 self.wait(timeout_s)
         self._remove()
@@ -404,6 +419,7 @@ class DockerBackend:
                 argv=list(argv),
                 container=container.short_id,
                 image=image,
+                containment=CONTAINER,
             )
         return handle
 

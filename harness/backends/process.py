@@ -1,8 +1,10 @@
 """Workers as local process trees.
 
-Each worker is the leader of its own session and process group. Signals go to the group
-(``killpg``, atomic for every member) and to every descendant psutil has seen, so a child
-that called ``setsid`` (an agent's browser, say) still gets them.
+Each worker is the leader of its own session and process group, and is contained as a
+whole tree by a :class:`Tree`: its own cgroup v2 where the machine allows
+(:mod:`harness.backends.cgroup`: ``cgroup.kill``, ``cgroup.freeze``, nothing escapes), else
+its process group plus every descendant psutil has seen (:mod:`harness.backends.pgroup`).
+Each ``worker_start`` event says which (``containment``).
 
 The leader's exit is observed with ``waitid(WNOWAIT)``: the exit time and status are
 recorded the moment it happens, but the zombie is kept until :meth:`ProcessHandle.stop`
@@ -12,7 +14,6 @@ group id, cannot be reused, so a late ``killpg`` can never reach a stranger.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -20,16 +21,46 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-import psutil
-
-from harness.backends.base import Backend, WorkerHandle, describe_exit, signal_name
+from harness.backends.base import (
+    Backend,
+    WorkerHandle,
+    describe_exit,
+    record_escalation,
+    signal_name,
+)
+from harness.backends.cgroup import Cgroup, CgroupTree, enter_argv, open_root, runnable, wanted
+from harness.backends.pgroup import GroupTree
+from harness.contract.env import CONTAINMENT
 from harness.contract.errors import InfrastructureError
 from harness.history import History
 from harness.watchdog import Watchdog
 
 _REAP_WAIT_S = 2.0
+
+
+class Tree(Protocol):
+    """How one worker's whole tree is reached (a cgroup, or a process group)."""
+
+    #: ``"cgroup2"`` or ``"process_group"``: recorded on the worker's start event.
+    kind: str
+
+    def send(self, sig: int) -> None:
+        """``sig`` to every member; SIGSTOP and SIGCONT freeze and thaw the tree."""
+        ...
+
+    def pids(self) -> list[int]:
+        """Live members besides the leader (or including it: callers dedupe)."""
+        ...
+
+    def release(self) -> None:
+        """The leader's zombie was reaped."""
+        ...
+
+    def settle(self, timeout_s: float) -> bool:
+        """After a kill: wait until every member is gone; True if they all went."""
+        ...
 
 
 class ProcessHandle:
@@ -43,6 +74,7 @@ class ProcessHandle:
         history: History | None,
         watchdog: Watchdog | None,
         log_paths: tuple[Path, Path],
+        slot: Cgroup | None = None,
     ) -> None:
         self._name = name
         self._proc = proc
@@ -55,8 +87,9 @@ class ProcessHandle:
         self._exited = threading.Event()
         self._reaped = False
         self._lock = threading.Lock()
-        # Every descendant ever seen, so signals reach those that left the process group.
-        self._seen: dict[int, psutil.Process] = {}
+        self._tree: Tree = (
+            CgroupTree(slot) if slot is not None else GroupTree(proc.pid, self._exited)
+        )
         self._waiter = threading.Thread(
             target=self._watch_exit, name=f"crashpoint-wait-{name}", daemon=True
         )
@@ -69,6 +102,16 @@ class ProcessHandle:
     @property
     def pid(self) -> int:
         return self._proc.pid
+
+    @property
+    def containment(self) -> str:
+        """``"cgroup2"`` or ``"process_group"``."""
+        return self._tree.kind
+
+    @property
+    def cgroup(self) -> Path | None:
+        """The worker's own cgroup directory, under cgroup v2 containment."""
+        return self._tree.slot.path if isinstance(self._tree, CgroupTree) else None
 
     @property
     def started_at(self) -> float:
@@ -92,7 +135,12 @@ class ProcessHandle:
     def signal(self, sig: int) -> None:
         if self._history is not None:
             self._history.append(
-                "supervisor", "signal", worker=self._name, pid=self.pid, signal=signal_name(sig)
+                "supervisor",
+                "signal",
+                worker=self._name,
+                pid=self.pid,
+                signal=signal_name(sig),
+                containment=self.containment,
             )
         self._deliver(sig)
 
@@ -103,16 +151,18 @@ class ProcessHandle:
         self.signal(signal.SIGCONT)
 
     def tree(self) -> list[int]:
-        """Pids of the leader (unless exited) and every live descendant seen so far."""
-        self._refresh_tree()
+        """Pids of the leader (unless exited) and every live member of its tree."""
         pids = [] if self._exited.is_set() else [self.pid]
-        return pids + [p.pid for p in self._seen.values() if _running(p)]
+        return pids + [p for p in self._tree.pids() if p != self.pid]
 
     def stop(self, timeout_s: float = 5.0) -> int | None:
         if self.alive():
             self._deliver(signal.SIGTERM)
             self._deliver(signal.SIGCONT)  # a stopped tree cannot act on SIGTERM
             if self.wait(timeout_s) is None:
+                record_escalation(
+                    self._history, self._name, self.pid, sent=signal.SIGTERM, grace_s=timeout_s
+                )
                 self._deliver(signal.SIGKILL)
                 self.wait(timeout_s)
         self._reap()
@@ -120,22 +170,8 @@ class ProcessHandle:
 
     def _deliver(self, sig: int) -> None:
         with self._lock:
-            self._refresh_tree()
             if not self._reaped:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.pid, sig)
-            for proc in self._seen.values():
-                with contextlib.suppress(psutil.Error):
-                    proc.send_signal(sig)  # psutil refuses if the pid was reused
-
-    def _refresh_tree(self) -> None:
-        if self._exited.is_set():
-            return  # the zombie has no children left to list
-        try:
-            for child in psutil.Process(self.pid).children(recursive=True):
-                self._seen.setdefault(child.pid, child)
-        except psutil.Error:
-            pass
+                self._tree.send(sig)
 
     def _watch_exit(self) -> None:
         info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
@@ -164,37 +200,55 @@ class ProcessHandle:
             if self._reaped:
                 return
             self._exited.wait()
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.pid, signal.SIGKILL)  # leftovers; the zombie pins the pgid
-            for proc in self._seen.values():
-                with contextlib.suppress(psutil.Error):
-                    proc.kill()
+            # Leftovers: a daemon the worker left behind dies with the trial. (The zombie
+            # still pins the pgid for the fallback's killpg.)
+            self._tree.send(signal.SIGKILL)
             self._proc.wait()
             self._reaped = True
-            # kill() only queues the signal: return once the tree is really gone.
-            deadline = time.monotonic() + _REAP_WAIT_S
-            while any(_running(p) for p in self._seen.values()) and time.monotonic() < deadline:
-                time.sleep(0.005)
+            self._tree.release()
+            self._tree.settle(_REAP_WAIT_S)
         if self._watchdog is not None:
             self._watchdog.forget_group(self.pid)
 
 
-def _running(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 class ProcessBackend:
-    """Runs each worker as a local process tree; :meth:`close` reaps them all."""
+    """Runs each worker as a local process tree; :meth:`close` reaps them all.
+
+    ``containment`` is ``auto``, ``cgroup2`` or ``process_group`` (see
+    :mod:`harness.backends.cgroup`); None reads ``CRASHPOINT_CONTAINMENT``.
+    """
 
     name = "process"
 
-    def __init__(self, *, history: History | None = None, watchdog: Watchdog | None = None):
+    def __init__(
+        self,
+        *,
+        history: History | None = None,
+        watchdog: Watchdog | None = None,
+        containment: str | None = None,
+    ):
         self._history = history
         self._watchdog = watchdog
+        self._choice = wanted(containment or os.environ.get(CONTAINMENT))
         self._handles: list[ProcessHandle] = []
+        self._root: Cgroup | None = None
+        #: Why the fallback is used ("" while undecided or under cgroup v2).
+        self.fallback_reason = ""
+        self._opened = False
+
+    @property
+    def containment(self) -> str:
+        """The mechanism the next worker gets (decided at the first start)."""
+        self._open()
+        return CgroupTree.kind if self._root is not None else GroupTree.kind
+
+    def _open(self) -> None:
+        if self._opened:
+            return
+        self._root, self.fallback_reason = open_root(self._choice)
+        self._opened = True
+        if self._root is not None and self._watchdog is not None:
+            self._watchdog.watch_cgroup(self._root.path)
 
     def start(
         self,
@@ -217,10 +271,19 @@ class ProcessBackend:
     ) -> ProcessHandle:
         cwd, logs = Path(cwd), Path(log_dir)
         out_path, err_path = logs / f"{name}.stdout.log", logs / f"{name}.stderr.log"
+        self._open()
+        slot = None
+        run = list(argv)
+        if self._root is not None:
+            if not runnable(run, env, cwd):  # behind the shim, only "exit 127" would say so
+                missing = FileNotFoundError(f"{(run or [''])[0]!r} is not a program")
+                raise _not_started(name, argv, cwd, missing)
+            slot = self._root.child(f"{name}-{len(self._handles)}")
+            run = enter_argv(slot.procs_file, run, env)
         try:
             with open(out_path, "ab") as out, open(err_path, "ab") as err:
                 proc = subprocess.Popen(
-                    list(argv),
+                    run,
                     env=dict(env),
                     cwd=cwd,
                     stdin=subprocess.DEVNULL,
@@ -229,10 +292,9 @@ class ProcessBackend:
                     start_new_session=True,
                 )
         except OSError as exc:
-            raise InfrastructureError(
-                f"could not start worker {name!r} with argv {list(argv)!r} in {cwd}: {exc}; "
-                "check that the command exists and the directory is writable"
-            ) from exc
+            if slot is not None:
+                slot.remove()
+            raise _not_started(name, argv, cwd, exc) from exc
         if self._watchdog is not None:
             self._watchdog.watch_group(proc.pid)
         handle = ProcessHandle(
@@ -241,9 +303,13 @@ class ProcessBackend:
             history=self._history,
             watchdog=self._watchdog,
             log_paths=(out_path, err_path),
+            slot=slot,
         )
         self._handles.append(handle)
         if self._history is not None:
+            extra: dict[str, Any] = {}
+            if self.fallback_reason:
+                extra["containment_note"] = self.fallback_reason
             self._history.append(
                 f"worker:{name}",
                 "worker_start",
@@ -252,6 +318,8 @@ class ProcessBackend:
                 pid=proc.pid,
                 backend=self.name,
                 argv=list(argv),
+                containment=handle.containment,
+                **extra,
             )
         return handle
 
@@ -262,6 +330,10 @@ class ProcessBackend:
         """Stop every worker still running (TERM, then KILL) and reap them all."""
         for handle in self._handles:
             handle.stop(timeout_s)
+        if self._root is not None and self._root.remove():
+            if self._watchdog is not None:
+                self._watchdog.forget_cgroup(self._root.path)
+            self._root = None
 
     def __enter__(self) -> ProcessBackend:
         return self
@@ -270,6 +342,15 @@ class ProcessBackend:
         self.close()
 
 
+def _not_started(name: str, argv: Sequence[str], cwd: Path, exc: OSError) -> InfrastructureError:
+    return InfrastructureError(
+        f"could not start worker {name!r} with argv {list(argv)!r} in {cwd}: {exc}; "
+        "check that the command exists and the directory is writable"
+    )
+
+
 if TYPE_CHECKING:  # the seam is structural: let the type checker prove conformance
     _backend: type[Backend] = ProcessBackend
     _handle: type[WorkerHandle] = ProcessHandle
+    _cgroup_tree: type[Tree] = CgroupTree
+    _group_tree: type[Tree] = GroupTree

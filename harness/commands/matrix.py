@@ -58,9 +58,16 @@ class MatrixOptions:
         )
 
 
-def trial_config(lease_ttl_s: float | None, pg_dsn: str | None) -> TrialConfig:
+def trial_config(
+    lease_ttl_s: float | None, pg_dsn: str | None, *, term_grace_s: float | None = None
+) -> TrialConfig:
     lease = lease_ttl_s or 0.6
-    return TrialConfig(lease_ttl_s=lease, http_timeout_s=max(0.3, lease), pg_dsn=pg_dsn)
+    return TrialConfig(
+        lease_ttl_s=lease,
+        http_timeout_s=max(0.3, lease),
+        pg_dsn=pg_dsn,
+        term_grace_s=term_grace_s,
+    )
 
 
 def execute(spec: RunSpec, *, label: str) -> list[TrialResult]:

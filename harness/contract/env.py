@@ -17,6 +17,9 @@ RECOVERY = "CRASHPOINT_RECOVERY"
 LEDGER_DSN = "CRASHPOINT_LEDGER_DSN"
 #: The PostgreSQL server for the PostgreSQL ledger tier.
 PG_DSN = "CRASHPOINT_PG_DSN"
+#: How the process backend contains a worker's tree: ``auto`` (cgroup v2 where it can be
+#: written, else process groups), ``cgroup2`` (required) or ``process_group`` (forced).
+CONTAINMENT = "CRASHPOINT_CONTAINMENT"
 #: Where ``scripts/install-infra.sh`` leaves its PostgreSQL: the default of ``--pg-dsn``.
 DEFAULT_PG_DSN = "postgresql://crashpoint:crashpoint@127.0.0.1:5432/crashpoint"
 

@@ -60,6 +60,9 @@ class EventKind(StrEnum):
     CLAIM = "claim"
     FAILPOINT = "failpoint"
     SIGNAL = "signal"
+    #: A worker outlived SIGTERM (or another catchable signal) for the declared grace
+    #: period, so the harness sent SIGKILL.
+    ESCALATE = "escalate"
     #: A write reached a provider (its fields carry the whole arrival).
     ARRIVAL = "arrival"
     #: A provider committed an effect (its fields carry the effect).

@@ -7,6 +7,7 @@ name = "billing-agent"
 command = ["node", "worker.js"]      # started once per worker slot
 workers = 2
 lease_ttl_s = 1.0
+term_grace_s = 2.0                    # optional: SIGTERM to SIGKILL; default 2 leases
 enqueue = ["node", "enqueue.js", "{job_id}", "{payload_file}"]
 max_attempts = 6                      # optional: the worker's own retry cap
 status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
@@ -56,6 +57,7 @@ TARGET_KEYS = (
     "status",
     "ledger",
     "docker",
+    "term_grace_s",
 )
 LEDGER_KEYS = ("dsn",)
 DOCKER_KEYS = ("image", "build", "env", "workdir", "mounts", "user")
@@ -66,6 +68,7 @@ PROVIDER_KEYS = ("name", "kind")
 PLACEHOLDERS = ("job_id", "payload_file")
 MAX_WORKERS = 64
 LEASE_RANGE_S = (0.05, 600.0)
+TERM_GRACE_RANGE_S = (0.05, 600.0)
 
 JobState = Literal["done", "needs_review", "dead_lettered", "pending"]
 JOB_STATES: tuple[str, ...] = get_args(JobState)
@@ -77,6 +80,7 @@ _EXAMPLES = {
     "command": '["node", "worker.js"]',
     "workers": "2",
     "lease_ttl_s": "1.0",
+    "term_grace_s": "2.0",
     "enqueue": '["node", "enqueue.js", "{job_id}", "{payload_file}"]',
     "max_attempts": "3",
     "status": '["node", "status.js", "{job_id}"]',
@@ -147,6 +151,8 @@ class CommandConfig:
     status: tuple[str, ...] | None = None
     #: ``[target.docker]``; None: ``--backend docker`` uses crashpoint's own image.
     docker: DockerConfig | None = None
+    #: How long the worker gets after SIGTERM before SIGKILL; None: two leases.
+    term_grace_s: float | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -301,6 +307,18 @@ class _Schema:
                 f"must be seconds from {low} to {high:.0f}, got {_shown(target['lease_ttl_s'])}",
                 "write the lease your worker uses, for example lease_ttl_s = 1.0",
             )
+        term_grace = None
+        if "term_grace_s" in target:
+            term_grace = self.number(target, "target.", "term_grace_s", default=0.0)
+            low, high = TERM_GRACE_RANGE_S
+            if not low <= term_grace <= high:
+                raise self.fail(
+                    "target.term_grace_s",
+                    f"must be seconds from {low} to {high:.0f}, got "
+                    f"{_shown(target['term_grace_s'])}",
+                    "write how long your worker needs to stop on SIGTERM, for example "
+                    "term_grace_s = 2.0, or leave it out for two leases",
+                )
         max_attempts = None
         if "max_attempts" in target:
             max_attempts = self.integer(target, "target.", "max_attempts", default=0)
@@ -334,6 +352,7 @@ class _Schema:
             max_attempts=max_attempts,
             status=status,
             docker=self.docker(target.get("docker")),
+            term_grace_s=term_grace,
         )
 
     def known(

@@ -18,3 +18,14 @@ def scratch() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A word in the argv of every process of a containment test's worker tree; whatever
+    still carries it afterwards is killed, so a failed test leaks nothing."""
+    from treekit import kill_leftovers, new_marker
+
+    mark = new_marker()
+    yield mark
+    kill_leftovers(mark)

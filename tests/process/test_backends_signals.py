@@ -1,4 +1,5 @@
-"""Process backend: signals reach the whole tree, exits and their timing are recorded."""
+"""Process backend: signals reach the whole tree, exits and their timing are recorded,
+under both containments (a cgroup v2 per worker, and the process-group fallback)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness.backends.cgroup import CGROUP2, PROCESS_GROUP
 from harness.backends.process import ProcessBackend, ProcessHandle
+from harness.contract.errors import InfrastructureError
 from harness.history import History
+from harness.pytest_plugin import missing
 
 pytestmark = pytest.mark.process
 
@@ -39,9 +43,23 @@ def workdir() -> Iterator[Path]:
         yield Path(d)
 
 
+@pytest.fixture(params=[CGROUP2, PROCESS_GROUP])
+def containment(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> str:
+    """Each mechanism in turn; cgroup v2 needs root and a v2 hierarchy."""
+    choice = str(request.param)
+    probe = ProcessBackend(containment=choice)
+    try:
+        assert probe.containment == choice
+    except InfrastructureError as exc:
+        missing(pytestconfig, str(exc))
+    finally:
+        probe.close()
+    return choice
+
+
 @pytest.fixture
-def backend() -> Iterator[ProcessBackend]:
-    with ProcessBackend(history=History()) as b:
+def backend(containment: str) -> Iterator[ProcessBackend]:
+    with ProcessBackend(history=History(), containment=containment) as b:
         yield b
 
 
@@ -100,11 +118,22 @@ def test_stop_and_continue_reach_the_whole_tree(backend: ProcessBackend, workdir
     def status(pid: int) -> str:
         return str(psutil.Process(pid).status())
 
+    def frozen(pid: int) -> bool:
+        # A cgroup freeze shows as sleeping: ask the worker's cgroup, which holds them all.
+        assert handle.cgroup is not None
+        members = (handle.cgroup / "cgroup.procs").read_text().split()
+        return str(pid) in members and "frozen 1" in (handle.cgroup / "cgroup.events").read_text()
+
+    stopped = (
+        (lambda p: status(p) == psutil.STATUS_STOPPED)
+        if (handle.containment == PROCESS_GROUP)
+        else frozen
+    )
     handle.pause()
-    assert _wait_all(everyone, lambda p: status(p) == psutil.STATUS_STOPPED)
+    assert _wait_all(everyone, stopped)
     assert handle.alive()
     handle.resume()
-    assert _wait_all(everyone, lambda p: status(p) != psutil.STATUS_STOPPED)
+    assert _wait_all(everyone, lambda p: not stopped(p))
     kinds = [e.fields.get("signal") for e in backend._history or [] if e.kind == "signal"]
     assert kinds == ["SIGSTOP", "SIGCONT"]
 
@@ -127,9 +156,9 @@ def test_exit_status_timing_and_logs(backend: ProcessBackend, workdir: Path) -> 
     assert [(e.fields["returncode"], e.fields["status"]) for e in exits] == [(7, "exit 7")]
 
 
-def test_stop_escalates_to_kill_and_close_reaps_everything(workdir: Path) -> None:
+def test_stop_escalates_to_kill_and_close_reaps_everything(workdir: Path, containment: str) -> None:
     stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
-    backend = ProcessBackend()
+    backend = ProcessBackend(containment=containment)
     ignoring = backend.start(
         "stubborn", [sys.executable, "-c", stubborn], env=dict(os.environ), cwd=workdir
     )

@@ -101,6 +101,13 @@ kind = "unqueryable"
     assert (config.workers, config.lease_ttl_s, config.ledger_dsn) == (1, 1.0, None)
     # Absent means the worker declared no cap and no status command: nothing is borrowed.
     assert (config.max_attempts, config.status) == (None, None)
+    # No declared SIGTERM grace: the trial's default (two leases) applies.
+    assert config.term_grace_s is None
+
+
+def test_a_declared_term_grace_is_kept(tmp_path: Path) -> None:
+    path = write(tmp_path, edited("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\nterm_grace_s = 3"))
+    assert load_config(path).term_grace_s == 3.0
 
 
 def test_the_shipped_examples_load() -> None:
@@ -301,6 +308,18 @@ MISTAKES = [
         ("lease_ttl_s = 0.5", "lease_ttl_s = 0"),
         "target.lease_ttl_s must be seconds from 0.05 to 600, got 0",
         "for example lease_ttl_s = 1.0",
+    ),
+    (
+        "term-grace-zero",
+        ("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\nterm_grace_s = 0"),
+        "target.term_grace_s must be seconds from 0.05 to 600, got 0",
+        "leave it out for two leases",
+    ),
+    (
+        "term-grace-not-a-number",
+        ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\nterm_grace_s = "2s"'),
+        'target.term_grace_s must be a number, got "2s" (a string)',
+        "write term_grace_s = 2.0",
     ),
     (
         "max-attempts-zero",
