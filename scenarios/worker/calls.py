@@ -144,6 +144,11 @@ def _ref(r: httpx.Response) -> str | None:
 
 
 def _id(doc: Any) -> str | None:
-    if isinstance(doc, dict) and doc.get("id") is not None:
-        return str(doc["id"])
+    """The provider's record id of the effect: the reference the ledger keeps, so the
+    run, the job, its key and the provider's record can be tied together."""
+    if not isinstance(doc, dict):
+        return None
+    for name in ("external_id", "id"):
+        if doc.get(name) is not None:
+            return str(doc[name])
     return None
