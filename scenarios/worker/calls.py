@@ -50,7 +50,10 @@ class ProviderCalls:
     def close(self) -> None:
         self._http.close()
 
-    def _headers(self, token: int) -> dict[str, str]:
+    def _headers(self, token: int | None) -> dict[str, str]:
+        # A relay holds no lease, so it sends no token (a made-up one would look stale).
+        if token is None:
+            return {"X-Worker-Id": self._worker_id}
         return {"X-Fencing-Token": str(token), "X-Worker-Id": self._worker_id}
 
     def write(
@@ -60,7 +63,7 @@ class ProviderCalls:
         *,
         key: str,
         marker: str | None,
-        token: int,
+        token: int | None,
     ) -> WriteResult:
         headers = {**self._headers(token), "Content-Type": "application/json"}
         if spec.kind == "idempotent":
