@@ -295,6 +295,7 @@ class ProviderApp:
             "client_marker": effect["client_marker"],
             "fingerprint": effect["fingerprint"],
             "created": effect["t_wall"],
+            "external_id": effect["external_id"],
         }
         return 201, json.dumps(doc, separators=(",", ":")).encode()
 

@@ -163,6 +163,9 @@ class Effect:
     arrival_id: int
     t_mono: float
     t_wall: float
+    #: The provider's record id for the effect (what a worker keeps as its external
+    #: reference); None in effect logs written before providers gave one.
+    external_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -457,6 +457,7 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
                 "client_marker": opt_text,
                 "fingerprint": text,
                 "created": number,
+                "external_id": text,
             }
         ),
         "KeyState": _object(
@@ -481,6 +482,7 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
                 "arrival_id": integer,
                 "t_mono": number,
                 "t_wall": number,
+                "external_id": text,
             }
         ),
         "Arrival": _object(

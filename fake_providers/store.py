@@ -79,6 +79,16 @@ _EFFECT_COLUMNS = (
 )
 
 
+def external_id(provider: str, effect_id: int) -> str:
+    """The record id the provider gives an effect, as a real API would (``rec_...``).
+
+    Derived from the provider's name and the effect's row id rather than stored: it is
+    unique within a trial (one provider per name), the same on every read, and the old
+    effect logs need no new column.
+    """
+    return f"rec_{provider}_{effect_id:06d}"
+
+
 @dataclass(frozen=True)
 class ArrivalIn:
     """What is known about a request when it arrives."""
@@ -266,6 +276,7 @@ class Store:
                     "arrival_id": arrival_id,
                     "t_mono": t_mono,
                     "t_wall": t_wall,
+                    "external_id": external_id(self.provider, effect_id),
                 }
                 status, body = respond(row)
                 if key is not None:
@@ -295,7 +306,10 @@ class Store:
                     (marker,),
                 )
             names = [d[0] for d in rows.description]
-            return [dict(zip(names, r, strict=True)) for r in rows.fetchall()]
+            out = [dict(zip(names, r, strict=True)) for r in rows.fetchall()]
+        for e in out:
+            e["external_id"] = external_id(e["provider"], e["id"])
+        return out
 
     # -- idempotency keys -----------------------------------------------------------
 

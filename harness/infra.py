@@ -158,6 +158,11 @@ class RunInfra:
                 f"{cell.scenario.name} faults the link to a ledger the harness can put a "
                 "proxy in front of; only the reference target has one"
             )
+        if cell.scenario.needs_outbox:
+            return (
+                f"{cell.scenario.name} runs the reference worker's outbox relay as a second "
+                "process kind; a command target declares no relay"
+            )
         if cell.point in provider.NEEDS_CAP and self.command.max_attempts is None:
             return provider.NO_CAP
         driver = driver_for(cell.scenario.name, cell.point)

@@ -34,13 +34,15 @@ def replay_command(spec: RunSpec, cell: Cell) -> str:
 
 
 def summarize(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """``total``, one count per verdict (every verdict present), and ``warnings``: how
-    many warnings the trials gave in all."""
+    """``total``, one count per verdict (every verdict present), ``warnings``: how
+    many warnings the trials gave in all, and ``needs_review``: how many jobs ended on
+    the review desk."""
     counts = {v.value: 0 for v in Verdict}
     for t in trials:
         counts[Verdict(t["verdict"]).value] += 1
     warnings = sum(len(t.get("warnings") or ()) for t in trials)
-    return {"total": len(trials), **counts, "warnings": warnings}
+    review = sum(len(t.get("review") or ()) for t in trials)
+    return {"total": len(trials), **counts, "warnings": warnings, "needs_review": review}
 
 
 def results_document(

@@ -123,6 +123,7 @@ class Trial:
         #: audits the first target's ledger and every consumer's provider traffic.
         self.consumers: list[tuple[TargetAdapter, list[str]]] = []
         self._next_worker = 1
+        self._next_relay = 1
         self.jobs: list[str] = []
         self._bodies: dict[str, dict[str, Any]] = {}
         #: Every provider the target's workers call, by name; the cell's faults aim at
@@ -250,14 +251,22 @@ class Trial:
         recovery: bool = False,
         direct: bool = False,
         consumer: TargetAdapter | None = None,
+        role: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> WorkerHandle:
         """Start the next worker (of ``consumer``, else of the trial's target); ``direct``
-        bypasses the trial's proxies (a healthy peer)."""
+        bypasses the trial's proxies (a healthy peer). ``role="relay"`` starts the
+        reference worker's outbox relay instead (named ``r1``, ``r2``, ...); ``extra_env``
+        is added to the process's environment (``CRASHPOINT_OUTBOX=1``)."""
         target = consumer or self.target
         assert target is not None
         assert self.rendezvous is not None
-        name = f"w{self._next_worker}"
-        self._next_worker += 1
+        if role == "relay":
+            name = f"r{self._next_relay}"
+            self._next_relay += 1
+        else:
+            name = f"w{self._next_worker}"
+            self._next_worker += 1
         env = self.provider_env(direct=direct)
         env.update(
             target.worker_env(
@@ -272,6 +281,9 @@ class Trial:
         env["CRASHPOINT_WORKER_ID"] = name
         if recovery:
             env["CRASHPOINT_RECOVERY"] = "1"
+        if role is not None:
+            env["CRASHPOINT_ROLE"] = role
+        env.update(extra_env or {})
         cwd = env.get(STATE_DIR, str(self.dir))
         argv = target.worker_argv()
         start = functools.partial(self.backend.start, name, argv, env=env, cwd=cwd)

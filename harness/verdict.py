@@ -22,7 +22,16 @@ from harness.backends.base import Backend
 from harness.contract.errors import CrashpointError, Inconclusive
 from harness.contract.vocabulary import LIVENESS
 from harness.history import Event, History
-from harness.oracle import TrialFacts, Violation, check, unjudged, warning_json, warnings_of
+from harness.oracle import (
+    TrialFacts,
+    Violation,
+    check,
+    review_rows,
+    trace_rows,
+    unjudged,
+    warning_json,
+    warnings_of,
+)
 from harness.plan import Cell
 from harness.target import TargetAdapter, quiet_window_s
 from harness.trial import PROVIDER_NAME, Trial, TrialConfig
@@ -52,6 +61,10 @@ class TrialResult:
     #: How the workers' trees were contained: "cgroup2", "process_group" or "container"
     #: (several, comma-joined, if the workers differed); None: no worker started.
     containment: str | None = None
+    #: One row per committed effect: job, attempt, key, the provider's record id.
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    #: One row per job that ended in needs_review, with the evidence a reviewer needs.
+    review: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self, replay: str) -> dict[str, Any]:
         c = self.cell
@@ -73,6 +86,8 @@ class TrialResult:
             "unjudged": dict(self.unjudged),
             "violations": [v.to_json() for v in self.violations],
             "warnings": [warning_json(w) for w in self.warnings],
+            "trace": self.trace,
+            "review": self.review,
             "duration_s": round(self.duration_s, 4),
             "seed": self.seed,
             "replay": replay,
@@ -119,6 +134,8 @@ def run_trial(
     )
     violations: list[Violation] = []
     warnings: list[Violation] = []
+    trace: list[dict[str, Any]] = []
+    review_desk: list[dict[str, Any]] = []
     reason: str | None = None
     verdict = "inconclusive"
     events: list[Event] | None = None
@@ -132,6 +149,8 @@ def run_trial(
         violations = check(events, facts)
         notes = unjudged(events, facts)
         warnings = warnings_of(events, facts)
+        trace = trace_rows(events, facts)
+        review_desk = review_rows(events, facts)
         safety = [v for v in violations if v.invariant not in LIVENESS]
         if violations:
             verdict = "violated"
@@ -180,6 +199,8 @@ def run_trial(
         reached_by=trial.reached_by if trial.reached else None,
         warnings=warnings if verdict != "inconclusive" else [],
         containment=containment_of(events),
+        trace=trace,
+        review=review_desk,
     )
 
 

@@ -22,6 +22,7 @@ import jinja2
 from markupsafe import Markup
 
 from harness.contract.vocabulary import VERSION as __version__
+from reports.desk import review_desk, trace_of
 from reports.kill_view import build_kill_view
 from reports.matrix import build_matrix
 from reports.model import CELL_STATUSES, SEVERITY, Results, Trial
@@ -30,6 +31,8 @@ from reports.timeline import GROUP_LABELS, KIND_GROUPS, OUTCOME_LABELS, layout
 
 ASSET_PREFIX = "crashpoint_"
 TRIALS_DIR = "trials"
+#: The review desk: every job of the run that ended in needs_review.
+REVIEW_PAGE = "review.html"
 
 GLYPHS: Mapping[str, str] = {
     "held": "✓",
@@ -79,6 +82,7 @@ def write_html(
         "self_contained": self_contained,
         "stems": stems,
         "index_data": _index_data(results),
+        "desk": review_desk(results),
     }
     env = _environment()
     index = out / "index.html"
@@ -91,9 +95,11 @@ def write_html(
             inline_css=assets["report.css"],
             inline_js=assets["report.js"],
             link=lambda t: f"#trial-{stems[t.key]}",
+            event_href=lambda t, i: f"#{stems[t.key]}-ev-{i}",
             kill_href="#kill-matrix",
+            review_href="#review-desk",
             index_href="#top",
-            trial_view=_trial_view,
+            trial_view=lambda t: _trial_view(t, results.run_id),
         )
         _write(index, html)
         return index
@@ -103,7 +109,11 @@ def write_html(
     def page_link(t: Trial) -> str:
         return f"{TRIALS_DIR}/{stems[t.key]}.html"
 
+    def event_link(t: Trial, i: int) -> str:
+        return f"{page_link(t)}#{stems[t.key]}-ev-{i}"
+
     common["kill"] = build_kill_view(results, page_link)
+    common["review_href"] = REVIEW_PAGE
     _write(
         index,
         env.get_template("index.html.j2").render(
@@ -112,6 +122,19 @@ def write_html(
             css=names["report.css"],
             js=names["report.js"],
             link=page_link,
+            kill_href="kill-matrix.html",
+            index_href="index.html",
+        ),
+    )
+    _write(
+        out / REVIEW_PAGE,
+        env.get_template("review.html.j2").render(
+            common,
+            root="",
+            css=names["report.css"],
+            js=names["report.js"],
+            link=page_link,
+            event_href=event_link,
             kill_href="kill-matrix.html",
             index_href="index.html",
         ),
@@ -149,7 +172,8 @@ def write_html(
                 link=lambda t: f"{stems[t.key]}.html",
                 kill_href="../kill-matrix.html",
                 index_href="../index.html",
-                trial=_trial_view(trial),
+                review_href=f"../{REVIEW_PAGE}",
+                trial=_trial_view(trial, results.run_id),
             ),
         )
     # Pages of an earlier run into the same directory would otherwise linger as
@@ -176,10 +200,11 @@ def json_for_script(value: object) -> Markup:
     return Markup(text)  # noqa: S704 - every markup-significant character is escaped above
 
 
-def _trial_view(trial: Trial) -> dict[str, Any]:
+def _trial_view(trial: Trial, run_id: str) -> dict[str, Any]:
     highlighted = frozenset(i for v in trial.violations for i in v.evidence.events)
     return {
         "t": trial,
+        "trace": trace_of(trial, run_id),
         "timeline": layout(trial, highlighted),
         "highlighted": highlighted,
         "data": {"id": trial.id, "replay": trial.replay, "reason": trial.reason},

@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from harness.contract.vocabulary import Verdict
+from reports.desk import review_desk, review_of
 from reports.model import Results, Trial, Violation
 from reports.timeline import event_title
 
@@ -91,6 +92,8 @@ def _properties(results: Results) -> list[tuple[str, str]]:
     if results.target.mutant:
         props.append(("mutant", results.target.mutant))
     props += [(f"environment.{k}", v) for k, v in results.environment.items() if v is not None]
+    # Jobs a person must decide: a held run can still leave work on the review desk.
+    props.append(("needs_review", str(len(review_desk(results)))))
     return props
 
 
@@ -125,6 +128,11 @@ def _testcase(trial: Trial) -> ET.Element:
     out = [f"injection: {trial.injection_point}", f"reached: {str(trial.reached).lower()}"]
     if trial.verdict == Verdict.HELD and not trial.reached:
         out.append("note: held, but the injection was not reached; the cell is not covered")
+    out += [
+        f"needs_review: {r.job} (key {r.key or 'none'}; {r.action}; "
+        f"last error: {r.last_error or 'none recorded'})"
+        for r in review_of(trial)
+    ]
     out.append(f"replay: {trial.replay}")
     ET.SubElement(case, "system-out").text = xml_text("\n".join(out))
     return case

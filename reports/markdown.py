@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from harness.contract.vocabulary import Verdict
+from reports.desk import review_desk
 from reports.matrix import build_matrix
 from reports.model import Results, Trial
 
@@ -83,6 +84,19 @@ def markdown_summary(results: Results) -> str:
             f"- {md_code(t.key)}: "
             + "; ".join(f"{md_code(w.invariant)} {md_text(w.message)}" for w in t.warnings)
             for t in warned
+        ]
+        lines.append("")
+    desk = review_desk(results)
+    lines += [
+        f"Review desk: {len(desk)} {'job' if len(desk) == 1 else 'jobs'} in needs_review.",
+        "",
+    ]
+    if desk:
+        lines += ["| job | trial | key | action | last error |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {md_code(r.job)} | {md_code(r.trial.key)} | {md_code(r.key or '—')} "
+            f"| {md_text(r.action)} | {md_text(r.last_error or 'none recorded')} |"
+            for r in desk
         ]
         lines.append("")
     unsure = [t for t in results.trials if t.status in ("inconclusive", "not_reached")]

@@ -1,4 +1,4 @@
-"""Twelve deliberately broken variants of the reference worker.
+"""Deliberately broken variants of the reference worker (and its outbox relay).
 
 Each is one flag (``CRASHPOINT_MUTANT=<name>``) checked by the worker at the exact place
 the bug lives, and each is a bug seen in real queues and agent runtimes. ``crashpoint
@@ -118,6 +118,13 @@ MUTANTS: dict[str, Mutant] = {
             "the job: acknowledged, never retried, no effect",
             "crash_before_external_call",
             "nothing_lost",
+        ),
+        Mutant(
+            "relay_without_key",
+            "the outbox relay sends each message under a fresh key instead of its outbox id, "
+            "so the resend after a relay crash is a new message to the provider",
+            "relay_crash_after_send",
+            "no_duplicate_effect",
         ),
     )
 }

@@ -37,6 +37,9 @@ class Scenario:
     #: queue redelivers the job, as a command target's does); None: ``providers``. Those
     #: assume a second consumer with a ledger of its own, which only a key can protect.
     redelivery_providers: tuple[str, ...] | None = None
+    #: Runs the reference worker in outbox mode with a relay process beside it, which
+    #: only the reference target has.
+    needs_outbox: bool = False
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -150,6 +153,19 @@ SCENARIOS: tuple[Scenario, ...] = (
         points=("ledger_latency_past_lease",),
         ledgers=("postgres",),
         needs_ledger=True,
+    ),
+    Scenario(
+        "relay_crash_after_send",
+        "outbox mode: kill the relay after the provider accepted the message, before the "
+        "outbox row is marked sent",
+        "outbox row pending, job unacknowledged",
+        "a new relay resends under the outbox id; the provider replays, no second effect",
+        points=("after_relay_send",),
+        # The outbox id is an idempotency key: only a provider that honours keys can
+        # tell the resend from a new message without a lookup the relay does not make.
+        providers=("idempotent",),
+        signals=CRASH_SIGNALS,
+        needs_outbox=True,
     ),
 )
 

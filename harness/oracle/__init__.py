@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from harness.contract.vocabulary import LIVENESS
 from harness.history import Event
+from harness.oracle.desk import review_rows
 from harness.oracle.evidence import Violation
 from harness.oracle.facts import JobFinal, Record, TrialFacts, read
 from harness.oracle.fencing import fenced_writes
@@ -25,6 +26,7 @@ from harness.oracle.safety import (
     no_retry_while_unknown,
     stable_key_and_payload,
 )
+from harness.oracle.trace import trace_rows
 from harness.oracle.warn import WARNINGS, warning_json, warnings_of
 
 __all__ = [
@@ -34,6 +36,8 @@ __all__ = [
     "TrialFacts",
     "Violation",
     "check",
+    "review_rows",
+    "trace_rows",
     "unjudged",
     "warning_json",
     "warnings_of",

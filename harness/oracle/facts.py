@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from fake_providers.models import Arrival, Effect
@@ -20,6 +20,10 @@ from harness.history import Event
 
 _ARRIVAL_FIELDS = tuple(f.name for f in fields(Arrival))
 _EFFECT_FIELDS = tuple(f.name for f in fields(Effect))
+#: Fields added later with a default: a history stored before them still reads back.
+_OPTIONAL_FIELDS = frozenset(
+    f.name for cls in (Arrival, Effect) for f in fields(cls) if f.default is not MISSING
+)
 
 
 #: Delivery states that end a job's journey (needs_review ends it too).
@@ -37,6 +41,14 @@ class JobFinal:
     needs_review: bool
     #: Attempts the target counted; None when it does not say.
     attempts: int | None
+    #: The provider's record id the target kept for the job's effect (its ledger's
+    #: result reference, or ``external_ref`` of its status line); None: it kept none.
+    external_ref: str | None = None
+    #: The last error the target recorded for the job, and why it sent the job to review.
+    last_error: str | None = None
+    review_reason: str | None = None
+    #: The idempotency key the target recorded for the job; None: it reports none.
+    idempotency_key: str | None = None
 
     @property
     def final(self) -> bool:
@@ -169,14 +181,14 @@ def read(events: Sequence[Event]) -> Record:
 
 
 def _load(cls: type[Any], names: tuple[str, ...], e: Event, i: int) -> Any:
-    missing = [n for n in names if n not in e.fields]
+    missing = [n for n in names if n not in e.fields and n not in _OPTIONAL_FIELDS]
     if missing:
         raise ValueError(
             f"event #{i} ({e.kind} from {e.source}) does not carry a whole "
             f"{cls.__name__.lower()}: {', '.join(missing)} missing; provider events are "
             "made by harness.observe, which copies every field"
         )
-    return cls(**{n: e.fields[n] for n in names})
+    return cls(**{n: e.fields[n] for n in names if n in e.fields})
 
 
 def _job(e: Event, i: int) -> str:

@@ -86,6 +86,9 @@ def job_final(job_id: str, status: JobStatus) -> JobFinal:
         side_effect_state=effect,
         needs_review=status.state == "needs_review",
         attempts=status.attempts,
+        external_ref=status.external_ref,
+        last_error=status.last_error,
+        idempotency_key=status.idempotency_key,
     )
 
 

@@ -72,7 +72,7 @@ TERM_GRACE_RANGE_S = (0.05, 600.0)
 
 JobState = Literal["done", "needs_review", "dead_lettered", "pending"]
 JOB_STATES: tuple[str, ...] = get_args(JobState)
-STATUS_KEYS = ("state", "external_ref", "attempts", "last_error")
+STATUS_KEYS = ("state", "external_ref", "attempts", "last_error", "idempotency_key")
 
 #: How the fix for a wrong or missing value reads: ``write KEY = EXAMPLE``.
 _EXAMPLES = {
@@ -167,6 +167,9 @@ class JobStatus:
     external_ref: str | None = None
     attempts: int | None = None
     last_error: str | None = None
+    #: The key the worker recorded for the job (shown to a reviewer beside the
+    #: provider's arrivals); None: it prints none.
+    idempotency_key: str | None = None
 
     @property
     def final(self) -> bool:
@@ -202,7 +205,7 @@ def parse_status_line(text: str) -> JobStatus:
     attempts = doc.get("attempts")
     if attempts is not None and (not _is_int(attempts) or attempts < 0):
         raise ValueError(f"printed attempts {_shown(attempts)}; it must be a whole number >= 0")
-    for key in ("external_ref", "last_error"):
+    for key in ("external_ref", "last_error", "idempotency_key"):
         if doc.get(key) is not None and not isinstance(doc[key], str):
             raise ValueError(f"printed {key} {_shown(doc[key])}; it must be a string")
     return JobStatus(
@@ -210,6 +213,7 @@ def parse_status_line(text: str) -> JobStatus:
         external_ref=doc.get("external_ref"),
         attempts=attempts,
         last_error=doc.get("last_error"),
+        idempotency_key=doc.get("idempotency_key"),
     )
 
 

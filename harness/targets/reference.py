@@ -99,6 +99,10 @@ class ReferenceAdapter:
                 side_effect_state=j.side_effect_state,
                 needs_review=j.needs_review,
                 attempts=j.attempts,
+                external_ref=j.result_ref,
+                last_error=j.last_error,
+                review_reason=j.review_reason,
+                idempotency_key=j.idempotency_key,
             )
             for j in self.target.read_ledger().jobs
         ]

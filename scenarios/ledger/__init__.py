@@ -13,6 +13,7 @@ from scenarios.ledger.base import (
     Dump,
     JobRow,
     LedgerStore,
+    OutboxRow,
     ReconcileRow,
     ResultWriteRow,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "JobRow",
     "LedgerError",
     "LedgerStore",
+    "OutboxRow",
     "ReconcileRow",
     "ResultWriteRow",
     "open_ledger",

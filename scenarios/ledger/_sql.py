@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from harness.contract.errors import LedgerError
+from scenarios.ledger._outbox import OUTBOX_DDL, OutboxSql
 from scenarios.ledger.base import (
     STATE_TABLES,
     Claimed,
@@ -104,6 +105,10 @@ CREATE TABLE IF NOT EXISTS reconciles (
 );
 """
 
+# The outbox's table is created with the rest: its rows are written in the job's own
+# transactions (scenarios/ledger/_outbox.py).
+DDL += OUTBOX_DDL
+
 _CLAIMABLE = """
 SELECT job_id, provider, body, attempts, token, execution_state, side_effect_state,
        idempotency_key, last_error
@@ -158,7 +163,7 @@ class Tx(Protocol):
     def __call__(self, sql: str, params: Sequence[Any] = (), /) -> Cursor: ...
 
 
-class SqlLedger:
+class SqlLedger(OutboxSql):
     """The store-independent half of a ledger; subclasses open the connection."""
 
     #: Appended to the claim query: PostgreSQL skips rows other claimers hold.

@@ -32,7 +32,7 @@ SIDE_EFFECT_STATES = ("not_attempted", "submitted", "confirmed", "ambiguous")
 RECONCILE_OUTCOMES = ("confirmed", "not_found", "conflict", "unavailable", "unqueryable")
 
 #: Tables whose rows are the job state proper; a snapshot/restore acts on these only.
-STATE_TABLES = ("jobs", "attempts", "effects", "reconcile_queue")
+STATE_TABLES = ("jobs", "attempts", "effects", "reconcile_queue", "outbox")
 #: Audit tables the oracle reads; never rolled back, or a restore would erase evidence.
 AUDIT_TABLES = ("claims", "result_writes", "reconciles")
 
@@ -108,6 +108,18 @@ class ReconcileRow:
 
 
 @dataclass(frozen=True)
+class OutboxRow:
+    outbox_id: str
+    job_id: str
+    provider: str
+    body: dict[str, Any]
+    state: str
+    #: Sends the relays started for this row (counted before each leaves).
+    sends: int
+    result_ref: str | None = None
+
+
+@dataclass(frozen=True)
 class Dump:
     """Every row of the state tables (column names, then rows), for snapshot/restore."""
 
@@ -178,6 +190,20 @@ class LedgerStore(Protocol):
     def claims(self) -> Sequence[ClaimRow]: ...
     def result_writes(self) -> Sequence[ResultWriteRow]: ...
     def reconciles(self) -> Sequence[ReconcileRow]: ...
+
+    def write_outbox(self, c: Claimed, *, outbox_id: str, now: float) -> bool:
+        """Close the attempt by writing its message to the outbox, in one transaction with
+        the job's state (compare-and-set on owner and token); a relay sends it."""
+
+    def pending_outbox(self, *, limit: int = 16) -> Sequence[OutboxRow]: ...
+
+    def count_outbox_send(self, outbox_id: str) -> int:
+        """Count a send before it leaves; the send's number."""
+
+    def mark_outbox_sent(self, outbox_id: str, *, result_ref: str | None, now: float) -> bool:
+        """Mark the row sent and acknowledge its job, in one transaction."""
+
+    def outbox(self) -> Sequence[OutboxRow]: ...
 
     def dump(self) -> Dump:
         """Copy the state tables."""

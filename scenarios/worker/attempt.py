@@ -30,6 +30,11 @@ def idempotency_key(job_id: str) -> str:
     return f"effect-{job_id}"
 
 
+def outbox_id(job_id: str) -> str:
+    """The outbox row of a job's message; the relay sends it as the idempotency key."""
+    return f"outbox-{job_id}"
+
+
 def client_marker(job_id: str) -> str:
     """The marker a plain provider stores with the effect; the lookup finds it again."""
     return f"cm-{job_id}"
@@ -75,6 +80,9 @@ class Attempt:
             self.log("no_provider", provider=c.provider)
             self.result("failed", retry_at=None, reason=f"no provider {c.provider!r} configured")
             return
+        if self.cfg.outbox:
+            self.to_outbox()
+            return
         if self.bug("ack_before_effect"):
             # MUTANT ack_before_effect: the queue forgets the job before anything happened.
             self.ledger.acknowledge(c, now=time.monotonic())
@@ -85,6 +93,14 @@ class Attempt:
             if found is None or self.close_on(found):
                 return
         self.write(spec)
+
+    def to_outbox(self) -> None:
+        """Outbox mode: the message goes to the outbox with the attempt's close, in one
+        transaction; the relay sends it (scenarios/worker/relay.py)."""
+        c = self.c
+        accepted = self.ledger.write_outbox(c, outbox_id=outbox_id(c.job_id), now=time.monotonic())
+        self.log("result", outcome="outboxed", accepted=accepted)
+        self.wrote = accepted
 
     def key(self) -> str:
         c = self.c

@@ -50,7 +50,10 @@ class ProviderCalls:
     def close(self) -> None:
         self._http.close()
 
-    def _headers(self, token: int) -> dict[str, str]:
+    def _headers(self, token: int | None) -> dict[str, str]:
+        # A relay holds no lease, so it sends no token (a made-up one would look stale).
+        if token is None:
+            return {"X-Worker-Id": self._worker_id}
         return {"X-Fencing-Token": str(token), "X-Worker-Id": self._worker_id}
 
     def write(
@@ -60,7 +63,7 @@ class ProviderCalls:
         *,
         key: str,
         marker: str | None,
-        token: int,
+        token: int | None,
     ) -> WriteResult:
         headers = {**self._headers(token), "Content-Type": "application/json"}
         if spec.kind == "idempotent":
@@ -144,6 +147,11 @@ def _ref(r: httpx.Response) -> str | None:
 
 
 def _id(doc: Any) -> str | None:
-    if isinstance(doc, dict) and doc.get("id") is not None:
-        return str(doc["id"])
+    """The provider's record id of the effect: the reference the ledger keeps, so the
+    run, the job, its key and the provider's record can be tied together."""
+    if not isinstance(doc, dict):
+        return None
+    for name in ("external_id", "id"):
+        if doc.get(name) is not None:
+            return str(doc[name])
     return None

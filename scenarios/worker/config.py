@@ -31,6 +31,11 @@ class WorkerConfig:
     max_attempts: int = 3
     poll_s: float = 0.02
     backoff_s: float = 0.05
+    #: Outbox mode: an attempt writes its message to the ledger's outbox and a relay
+    #: process sends it (``CRASHPOINT_OUTBOX=1``).
+    outbox: bool = False
+    #: ``worker`` (claims jobs) or ``relay`` (sends outbox rows): ``CRASHPOINT_ROLE``.
+    role: str = "worker"
 
     def provider(self, name: str) -> ProviderSpec | None:
         return self.providers.get(names.provider_env_name(name))
@@ -78,6 +83,8 @@ class WorkerConfig:
             max_attempts=int(_number(env, "CRASHPOINT_MAX_ATTEMPTS", 3)),
             poll_s=_number(env, "CRASHPOINT_POLL_S", 0.02),
             backoff_s=_number(env, "CRASHPOINT_BACKOFF_S", 0.05),
+            outbox=env.get("CRASHPOINT_OUTBOX", "") not in ("", "0"),
+            role=_role(env),
         )
 
 
@@ -92,3 +99,13 @@ def _number(env: Mapping[str, str], var: str, default: float) -> float:
     if value <= 0:
         raise ConfigError(f"{var}={raw!r} must be positive; set it like {var}={default}")
     return value
+
+
+ROLES = ("worker", "relay")
+
+
+def _role(env: Mapping[str, str]) -> str:
+    role = env.get("CRASHPOINT_ROLE") or "worker"
+    if role not in ROLES:
+        raise ConfigError(f"CRASHPOINT_ROLE={role!r} is unknown; use one of {', '.join(ROLES)}")
+    return role

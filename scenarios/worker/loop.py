@@ -7,19 +7,15 @@ persisted before the call, so after the lease lapses the job is reclaimed and re
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
-import threading
 import time
 from types import FrameType
-from typing import Any
 
 from scenarios.ledger import LedgerStore, open_ledger
-from scenarios.mutants import MUTANTS
 from scenarios.worker.attempt import Attempt
-from scenarios.worker.calls import ProviderCalls
+from scenarios.worker.base import ReferenceProcess
 from scenarios.worker.config import WorkerConfig
 from scenarios.worker.lease import LeaseKeeper
 
@@ -27,24 +23,11 @@ from scenarios.worker.lease import LeaseKeeper
 RECONNECT_PAUSE_S = 0.1
 
 
-class Worker:
+class Worker(ReferenceProcess):
     def __init__(self, cfg: WorkerConfig) -> None:
-        self.cfg = cfg
-        self.stopping = threading.Event()
-        self._bugs = frozenset([cfg.mutant] if cfg.mutant else [])
+        super().__init__(cfg)
         self._ledger: LedgerStore | None = None
         self._renewals: LedgerStore | None = None
-        self.calls = ProviderCalls(timeout_s=cfg.http_timeout_s, worker_id=cfg.worker_id)
-
-    def bug(self, name: str) -> bool:
-        """Is the named mutant switched on? (Names are checked, so a typo cannot hide.)"""
-        if name not in MUTANTS:
-            raise KeyError(f"no mutant named {name!r}; see scenarios.mutants.MUTANTS")
-        return name in self._bugs
-
-    def log(self, event: str, **fields: Any) -> None:
-        line = {"t": round(time.monotonic(), 6), "worker": self.cfg.worker_id, "event": event}
-        print(json.dumps({**line, **fields}, default=str), file=sys.stderr, flush=True)
 
     # -- ledger connections ---------------------------------------------------------
 
@@ -148,7 +131,12 @@ def main() -> int:
         return 2
     if cfg.state_dir:
         os.chdir(cfg.state_dir)
-    worker = Worker(cfg)
+    if cfg.role == "relay":
+        from scenarios.worker.relay import Relay
+
+        worker: Worker | Relay = Relay(cfg)
+    else:
+        worker = Worker(cfg)
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         worker.stopping.set()

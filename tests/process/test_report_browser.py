@@ -1,14 +1,19 @@
 """The HTML report in a real headless Chromium over file://: counts, filter, hide held,
-keyboard, navigation to a trial, the timeline, and proof that no worker script runs."""
+keyboard, navigation to a trial, the timeline, the review desk of a real run, and proof
+that no worker script runs."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import clikit
 import pytest
 
 from harness.pytest_plugin import missing
@@ -237,3 +242,128 @@ def test_selftest_kill_matrix_page(page: tuple[Any, Watch], tmp_path: Path) -> N
     pg.wait_for_load_state()
     assert "/trials/" in pg.url
     assert pg.locator("h1 .badge.s-violated").count() == 1
+
+
+@pytest.fixture(scope="module")
+def review_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """A real run whose unqueryable cells leave needs_review jobs (the correct worker
+    cannot reconcile a crashed write there, so the job goes to a person)."""
+    scratch = Path(tempfile.mkdtemp(prefix="cpn-"))
+    out = tmp_path_factory.mktemp("review-run")
+    try:
+        done = clikit.run(
+            [
+                "--scenario",
+                "crash_after_external_success",
+                "--scenario",
+                "crash_during_external_call",
+                "--provider",
+                "unqueryable",
+                "--provider",
+                "plain",
+                "--signal",
+                "SIGKILL",
+                "--seed",
+                "11",
+                "--out",
+                str(out),
+            ],
+            scratch,
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out, clikit.results(out)
+
+
+def _review_jobs(doc: dict[str, Any]) -> set[tuple[str, str]]:
+    """(trial, job) of every job whose last accepted ledger write sent it to review: read
+    from the events, not from the review rows the page is drawn from."""
+    found = set()
+    for t in doc["trials"]:
+        last: dict[str, str] = {}
+        for e in t["events"]:
+            if e["kind"] == "result_write" and e["fields"].get("accepted"):
+                last[e["job"]] = e["fields"]["wrote"]
+        found |= {(t["id"], job) for job, wrote in last.items() if wrote == "needs_review"}
+    return found
+
+
+def test_review_desk_lists_every_needs_review_job_with_its_evidence(
+    page: tuple[Any, Watch], review_run: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    pg, _ = page
+    out, doc = review_run
+    wanted = _review_jobs(doc)
+    assert wanted, "the unqueryable cells left no job in needs_review"
+    assert doc["summary"]["needs_review"] == len(wanted)
+    pg.goto((out / "index.html").as_uri())
+    assert pg.locator("[data-review]").inner_text() == str(len(wanted))
+    pg.click("text=Open the review desk")
+    pg.wait_for_url("**/review.html")
+    pg.screenshot(path=str(tmp_path / "review.png"), full_page=True)
+    assert pg.locator("[data-review-count]").inner_text() == str(len(wanted))
+    entries = pg.locator("article.review-job")
+    assert entries.count() == len(wanted)
+    shown = set()
+    trials = {t["id"]: t for t in doc["trials"]}
+    for i in range(entries.count()):
+        entry = entries.nth(i)
+        trial_id, job = entry.get_attribute("data-trial"), entry.get_attribute("data-job")
+        assert trial_id is not None
+        assert job is not None
+        shown.add((trial_id, job))
+        trial = trials[trial_id]
+        writes = [e for e in trial["events"] if e["kind"] == "arrival" and e["job"] == job]
+        last = writes[-1]["fields"]
+
+        def evidence(name: str, entry: Any = entry) -> str:
+            text: str = entry.locator(f'[data-evidence="{name}"] dd').inner_text()
+            return text
+
+        # 1. the key the job's writes carried (the ledger's key; the marker at plain ones)
+        assert (last["idempotency_key"] or last["client_marker"]) in evidence("key")
+        assert f"effect-{job}" in evidence("key")
+        # 2. the attempted action: the job's last write
+        assert f"{last['method']} {last['path']} at {last['provider']}" in evidence("action")
+        # 3. its time, as the provider's UTC wall clock, linked into the timeline
+        stamp = entry.locator('[data-evidence="time"] time').get_attribute("datetime")
+        assert stamp is not None
+        assert dt.datetime.fromisoformat(stamp).timestamp() == pytest.approx(
+            last["t_wall"], abs=0.001
+        )
+        # 4. the last error, and why the job went to review
+        assert evidence("last_error").strip()
+        assert "unqueryable" in evidence("last_error")
+        # 5. the last known external state: the provider could not be asked
+        assert "501" in evidence("external_state")
+        # ... and the records the provider really holds for it (none when the held
+        # request was dropped before commit).
+        records = [
+            e["fields"]["external_id"]
+            for e in trial["events"]
+            if e["kind"] == "commit" and e["job"] == job
+        ]
+        for record in records:
+            assert record in evidence("external_state")
+        if not records:
+            assert evidence("external_state").endswith("provider records for the job: none")
+    assert shown == wanted
+
+    # The time links to the write's row in the trial's timeline, on the trial's page.
+    link = entries.first.locator('[data-evidence="time"] a.ev-ref')
+    target = link.get_attribute("href")
+    assert target is not None
+    job = entries.first.get_attribute("data-job")
+    link.click()
+    pg.wait_for_load_state()
+    assert "/trials/" in pg.url
+    row = pg.locator(f"tr[id='{target.split('#', 1)[1]}']")
+    assert row.count() == 1
+    cells = row.locator("td").all_inner_texts()
+    assert cells[3].startswith("arrival")
+    assert cells[4] == job
+    # That page's traceability table has one row per committed effect.
+    commits = pg.locator("table.events td span.kind", has_text="commit").count()
+    assert pg.locator("table.trace-table tbody tr").count() == commits
+    assert commits >= 1

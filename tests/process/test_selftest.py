@@ -84,6 +84,12 @@ KILLING_CELLS = {
         "idempotent",
         None,
     ),
+    "relay_without_key": (
+        "relay_crash_after_send",
+        "after_relay_send",
+        "idempotent",
+        "SIGKILL",
+    ),
 }
 
 

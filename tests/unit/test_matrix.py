@@ -17,7 +17,7 @@ from scenarios.table import BY_NAME, NETWORK_POINTS, SCENARIOS, Scenario
 
 def test_every_row_of_the_table_is_a_scenario() -> None:
     names = {s.name for s in SCENARIOS}
-    assert len(names) == 13
+    assert len(names) == 14
     assert {m.exposed_by for m in MUTANTS.values()} <= names
 
 
@@ -166,10 +166,18 @@ def _skips(command: Any) -> dict[str, str]:
     }
 
 
-def test_a_command_target_skips_only_the_ledger_link_scenarios() -> None:
+def test_a_command_target_skips_only_the_ledger_link_and_outbox_scenarios() -> None:
     skipped = _skips(_command())
-    assert {k.split(".")[0] for k in skipped} == {"ledger_link_faults", "slow_lease_renewal"}
-    assert all("only the reference target" in reason for reason in skipped.values())
+    assert {k.split(".")[0] for k in skipped} == {
+        "ledger_link_faults",
+        "slow_lease_renewal",
+        "relay_crash_after_send",
+    }
+    for key, reason in skipped.items():
+        if key.startswith("relay_crash_after_send."):
+            assert "a command target declares no relay" in reason
+        else:
+            assert "only the reference target" in reason
 
 
 def test_without_a_declared_cap_fail_past_cap_is_skipped_and_says_why() -> None:

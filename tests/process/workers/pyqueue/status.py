@@ -1,4 +1,6 @@
-"""python3 status.py JOB_ID: the job's state as one JSON line (crashpoint's status)."""
+"""python3 status.py JOB_ID [--no-external-ref]: the job's state as one JSON line
+(crashpoint's status). ``--no-external-ref`` leaves out the provider's record id, as a
+worker that never kept it would."""
 
 from __future__ import annotations
 
@@ -8,4 +10,7 @@ import sys
 import jobdb
 
 if __name__ == "__main__":
-    print(json.dumps(jobdb.status(sys.argv[1])))
+    status = jobdb.status(sys.argv[1])
+    if "--no-external-ref" in sys.argv[2:]:
+        status.pop("external_ref", None)
+    print(json.dumps(status))

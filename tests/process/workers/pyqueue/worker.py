@@ -132,17 +132,27 @@ def lookup(job: str, url: str, kind: str) -> tuple[str, str]:
     if kind == "idempotent":
         if doc.get("state") != "completed":
             return "unavailable", "in flight"
-        ok = 200 <= (doc.get("response") or {}).get("status", 0) < 300
-        return ("confirmed", "") if ok else ("conflict", "an error stored under our key")
+        response = doc.get("response") or {}
+        ok = 200 <= response.get("status", 0) < 300
+        if not ok:
+            return "conflict", "an error stored under our key"
+        return "confirmed", _record(response.get("body"))
     if not doc:
         return "not_found", ""
-    return ("confirmed", str(doc[0].get("id"))) if len(doc) == 1 else ("conflict", "")
+    return ("confirmed", _record(doc[0])) if len(doc) == 1 else ("conflict", "")
+
+
+def _record(effect: object) -> str:
+    """The provider's record id of an effect: what the status line names the job's by."""
+    if not isinstance(effect, dict):
+        return ""
+    return str(effect.get("external_id") or effect.get("id") or "")
 
 
 def _ref(data: bytes) -> str:
     try:
-        return str(json.loads(data).get("id", ""))
-    except (ValueError, AttributeError):
+        return _record(json.loads(data))
+    except ValueError:
         return ""
 
 
