@@ -1,4 +1,4 @@
-"""Twelve deliberately broken variants of the reference worker.
+"""Deliberately broken variants of the reference worker.
 
 Each is one flag (``CRASHPOINT_MUTANT=<name>``) checked by the worker at the exact place
 the bug lives, and each is a bug seen in real queues and agent runtimes. ``crashpoint
@@ -118,6 +118,29 @@ MUTANTS: dict[str, Mutant] = {
             "the job: acknowledged, never retried, no effect",
             "crash_before_external_call",
             "nothing_lost",
+        ),
+        Mutant(
+            "restart_from_step_one",
+            "restarts a multi-step job from its first step on every attempt, ignoring the "
+            "steps its ledger records as done, so a crash after the ticket was created sends "
+            "the ticket again instead of only the missing notification",
+            "multi_step_job",
+            "resumes_at_missing_step",
+        ),
+        Mutant(
+            "step_key_per_attempt",
+            "derives each step's idempotency key from the attempt, so a retry after a lost "
+            "response at a step looks new to the provider and that step takes effect twice",
+            "multi_step_job",
+            "no_duplicate_effect",
+        ),
+        Mutant(
+            "provider_memory_only",
+            "keeps no durable record of what took effect and leans on the provider's "
+            "idempotency key alone: a job that comes again is sent again, and once the "
+            "provider has forgotten the key that is a second effect",
+            "key_retention",
+            "no_duplicate_effect",
         ),
     )
 }

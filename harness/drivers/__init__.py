@@ -9,12 +9,13 @@ only safe end is needs_review. Quiescence and the oracle are the trial's busines
     delivery  duplicate delivery and simultaneous triggers
     restore   the ledger restored from a snapshot
     network   Toxiproxy toxics on the provider and ledger links
+    steps     multi-step jobs, lost acknowledgements, forgotten keys
     registry  the table below: scenario (and point) -> driver
 """
 
 from __future__ import annotations
 
-from harness.drivers import delivery, network, process, provider, restore
+from harness.drivers import delivery, network, process, provider, restore, steps
 from harness.drivers.registry import DriverRegistry, NoDriver
 from harness.verdict import Driver
 
@@ -46,6 +47,9 @@ DRIVERS.register("state_store_restore", restore.state_store_restore)
 DRIVERS.register("reset_after_commit", network.response_lost)
 DRIVERS.register("ledger_link_faults", network.ledger_link_fault)
 DRIVERS.register("slow_lease_renewal", network.slow_lease_renewal)
+DRIVERS.register("multi_step_job", steps.crash_at_step)
+DRIVERS.register("lost_acknowledgement", steps.lost_acknowledgement)
+DRIVERS.register("key_retention", steps.key_retention)
 
 
 def driver_for(scenario: str, point: str) -> Driver:

@@ -17,7 +17,7 @@ from scenarios.table import BY_NAME, NETWORK_POINTS, SCENARIOS, Scenario
 
 def test_every_row_of_the_table_is_a_scenario() -> None:
     names = {s.name for s in SCENARIOS}
-    assert len(names) == 13
+    assert len(names) == 16
     assert {m.exposed_by for m in MUTANTS.values()} <= names
 
 
