@@ -323,7 +323,8 @@ def test_a_restore_rolls_step_progress_back(store: LedgerStore) -> None:
     assert store.complete_step(c, "ticket", result_ref=None, now=1.1)
     store.load(before)
     later = claim(store, "w2", now=5.0)
-    assert later is not None and later.steps_done == frozenset()
+    assert later is not None
+    assert later.steps_done == frozenset()
 
 
 def test_a_lost_acknowledgement_delivers_a_done_job_again(store: LedgerStore) -> None:
