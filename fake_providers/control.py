@@ -91,17 +91,18 @@ class ControlAPI:
         unknown = sorted(set(data) - {"key_ttl_s"})
         if unknown:
             raise Problem(422, f"unknown settings {unknown!r}; the one setting is key_ttl_s")
-        ttl = json_int(data.get("key_ttl_s"))
-        if ttl is not None:
-            if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl < math.inf:
+        if "key_ttl_s" in data:
+            ttl = _positive_seconds(json_int(data["key_ttl_s"]))
+            if ttl is None:
                 raise Problem(
-                    422, f"key_ttl_s={ttl!r} must be a positive, finite number of seconds"
+                    422,
+                    f"key_ttl_s={data['key_ttl_s']!r} must be a positive, finite number of seconds",
                 )
             if self.store is None:
                 raise Problem(409, "this provider has no key store to configure")
             # Keys already stored age by the new TTL too: retention is the provider's
             # policy, not a property each key was born with.
-            self.store.key_ttl_s = float(ttl)
+            self.store.key_ttl_s = ttl
         return self._settings()
 
     def _reset(self) -> Reply:
@@ -158,3 +159,14 @@ class ControlAPI:
                 f"; call wait_held first (it may have been released already)",
             )
         return Reply.json(200, {"released": n})
+
+
+def _positive_seconds(value: object) -> float | None:
+    """``value`` as seconds if it is a positive, finite JSON number; else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:  # an integer too large for a float
+        return None
+    return seconds if 0 < seconds < math.inf else None

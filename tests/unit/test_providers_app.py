@@ -361,7 +361,16 @@ def test_the_key_ttl_is_a_setting_of_the_running_provider(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
-    "body", [{"key_ttl_s": 0}, {"key_ttl_s": -1}, {"key_ttl_s": "5"}, {"key_ttl_s": True}, {"x": 1}]
+    "body",
+    [
+        {"key_ttl_s": 0},
+        {"key_ttl_s": -1},
+        {"key_ttl_s": "5"},
+        {"key_ttl_s": True},
+        {"key_ttl_s": None},
+        {"key_ttl_s": 10**400},
+        {"x": 1},
+    ],
 )
 def test_a_bad_setting_is_refused_and_changes_nothing(idem: ProviderApp, body: Any) -> None:
     reply = control(idem, "POST", "/_control/settings", body)
