@@ -71,7 +71,7 @@ class ProviderApp:
         self.name = name
         self.store = store
         self.board = board or FaultBoard()
-        self.control = ControlAPI(self.board, kind=kind, name=name)
+        self.control = ControlAPI(self.board, kind=kind, name=name, store=store)
         self._sleep = sleep
         #: None leaves the control and oracle APIs open (unit tests, ``--no-secret``).
         self.secret = secret

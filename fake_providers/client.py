@@ -95,6 +95,12 @@ class ProviderClient:
             self._call("POST", f"/_control/faults/{fault_id}/release", json=body)["released"]
         )
 
+    def configure(self, *, key_ttl_s: float | None = None) -> dict[str, Any]:
+        """Change the provider's settings (``key_ttl_s``: how long it remembers a key);
+        returns them as they now are."""
+        body = {} if key_ttl_s is None else {"key_ttl_s": key_ttl_s}
+        return dict(self._call("POST", "/_control/settings", json=body))
+
     def disarm_all(self) -> None:
         self._call("DELETE", "/_control/faults")
 

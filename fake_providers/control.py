@@ -9,6 +9,7 @@ from fake_providers.faults import FaultBoard
 from fake_providers.messages import Reply, Request, first_param, json_object, non_negative_int
 from fake_providers.models import OUTCOMES, Fault, json_int
 from fake_providers.problems import Problem
+from fake_providers.store import Store
 
 #: A single long-poll never waits longer than this; clients loop for longer waits.
 MAX_POLL_S = 10.0
@@ -19,10 +20,14 @@ Routes = dict[str, Callable[[], Reply]]
 class ControlAPI:
     """Routes under ``/_control/``; holds block only the long-polling request's thread."""
 
-    def __init__(self, board: FaultBoard, *, kind: str, name: str) -> None:
+    def __init__(
+        self, board: FaultBoard, *, kind: str, name: str, store: Store | None = None
+    ) -> None:
         self.board = board
         self.kind = kind
         self.name = name
+        #: The effect log whose settings ``/_control/settings`` changes (None: none).
+        self.store = store
 
     def routes(self, req: Request, path: str, query: dict[str, list[str]]) -> Routes | None:
         fixed: dict[str, Routes] = {
@@ -33,6 +38,10 @@ class ControlAPI:
                 "DELETE": self._disarm,
             },
             "/_control/reset": {"POST": self._reset},
+            "/_control/settings": {
+                "GET": self._settings,
+                "POST": lambda: self._configure(req),
+            },
         }
         if path in fixed:
             return fixed[path]
@@ -71,6 +80,30 @@ class ControlAPI:
     def _disarm(self) -> Reply:
         self.board.disarm_all()
         return Reply.json(200, {"disarmed": True})
+
+    def _settings(self) -> Reply:
+        ttl = None if self.store is None else self.store.key_ttl_s
+        return Reply.json(200, {"key_ttl_s": ttl})
+
+    def _configure(self, req: Request) -> Reply:
+        """Change the provider's settings for the rest of its life (one trial's)."""
+        data = json_object(req)
+        unknown = sorted(set(data) - {"key_ttl_s"})
+        if unknown:
+            raise Problem(422, f"unknown settings {unknown!r}; the one setting is key_ttl_s")
+        if "key_ttl_s" in data:
+            ttl = _positive_seconds(json_int(data["key_ttl_s"]))
+            if ttl is None:
+                raise Problem(
+                    422,
+                    f"key_ttl_s={data['key_ttl_s']!r} must be a positive, finite number of seconds",
+                )
+            if self.store is None:
+                raise Problem(409, "this provider has no key store to configure")
+            # Keys already stored age by the new TTL too: retention is the provider's
+            # policy, not a property each key was born with.
+            self.store.key_ttl_s = ttl
+        return self._settings()
 
     def _reset(self) -> Reply:
         return Reply.json(200, {"released": self.board.reset()})
@@ -126,3 +159,14 @@ class ControlAPI:
                 f"; call wait_held first (it may have been released already)",
             )
         return Reply.json(200, {"released": n})
+
+
+def _positive_seconds(value: object) -> float | None:
+    """``value`` as seconds if it is a positive, finite JSON number; else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:  # an integer too large for a float
+        return None
+    return seconds if 0 < seconds < math.inf else None

@@ -342,6 +342,29 @@ def _control(hold_max_s: float) -> Doc:
                 }
             )
         },
+        "/_control/settings": {
+            "get": _sealed(
+                {
+                    "operationId": "settings",
+                    "responses": {"200": _json("The provider's settings", _ref("Settings"))},
+                }
+            ),
+            "post": _sealed(
+                {
+                    "operationId": "configure",
+                    "requestBody": {
+                        "required": False,
+                        "content": {JSON: {"schema": _ref("SettingsIn")}},
+                    },
+                    "responses": {
+                        "200": _json("The settings as they now are", _ref("Settings")),
+                        **_BODY_ERRORS,
+                        "409": _problem("This provider keeps no keys to configure"),
+                        "422": _problem("An unknown setting, or key_ttl_s not positive"),
+                    },
+                }
+            ),
+        },
         "/_control/reset": {
             "post": _sealed(
                 {
@@ -528,6 +551,12 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
             required=[],
         ),
         "Released": _object({"released": integer}),
+        "Settings": _object({"key_ttl_s": _nullable("number")}),
+        "SettingsIn": {
+            "type": "object",
+            "properties": {"key_ttl_s": {"type": "number", "exclusiveMinimum": 0}},
+            "additionalProperties": False,
+        },
         "Disarmed": _object({"disarmed": {"type": "boolean", "const": True}}),
         "Health": _object(
             {

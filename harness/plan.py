@@ -18,10 +18,12 @@ from dataclasses import dataclass
 
 from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import PROVIDER_KINDS
-from scenarios.table import BY_NAME, NETWORK_POINTS, SCENARIOS, Scenario
+from scenarios.table import BY_NAME, NETWORK_POINTS, SCENARIOS, Scenario, step_points
 
 #: A declared provider as the plan sees it: ``(name, kind)``.
 ProviderDecl = tuple[str, str]
+#: A command target's multi-step job as the plan sees it: ``(step, provider)`` in order.
+StepDecl = tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ def cells(
     backend: str = "process",
     mutant: str | None = None,
     declared: Sequence[ProviderDecl] | None = None,
+    steps: Sequence[StepDecl] = (),
 ) -> list[Cell]:
     """Expand scenarios into cells, keeping only the providers and signals asked for.
 
@@ -72,17 +75,24 @@ def cells(
     them whose kind it supports (a provider passes ``providers`` by its kind or its name),
     and, since such a target's own queue redelivers a job, a scenario's
     ``redelivery_providers`` apply. Without it, the kinds themselves are crossed.
+
+    A multi-step scenario runs for such a target only when it declares ``steps``: at the
+    boundaries of its own steps, aimed at its first step's provider.
     """
     out = []
     for s in scenarios:
         if s.ledgers is not None and ledger not in s.ledgers:
+            continue
+        if declared is not None and s.steps and not steps:
             continue
         if declared is None:
             targets: list[tuple[str, str | None]] = [(k, None) for k in s.providers]
         else:
             kinds = s.redelivery_providers or s.providers
             targets = [(kind, name) for name, kind in declared if kind in kinds]
-        for point in s.points:
+            if s.steps:
+                targets = [(kind, name) for kind, name in targets if name == steps[0][1]]
+        for point in points_of(s, declared=declared, steps=steps):
             for kind, name in targets:
                 if kind not in providers and name not in providers:
                     continue
@@ -91,6 +101,15 @@ def cells(
                         continue
                     out.append(Cell(s, point, kind, sig, ledger, backend, mutant, name))
     return out
+
+
+def points_of(
+    s: Scenario, *, declared: Sequence[ProviderDecl] | None, steps: Sequence[StepDecl]
+) -> tuple[str, ...]:
+    """The scenario's points: a command target's multi-step job has its own steps'."""
+    if s.steps and declared is not None:
+        return step_points(tuple(name for name, _ in steps)) if steps else ()
+    return s.points
 
 
 def select_cells(
@@ -104,6 +123,7 @@ def select_cells(
     mutant: str | None = None,
     shard: str | None = None,
     declared: Sequence[ProviderDecl] | None = None,
+    steps: Sequence[StepDecl] = (),
 ) -> list[Cell]:
     """The cells the filters leave, in table order; unknown names are usage errors.
 
@@ -116,7 +136,7 @@ def select_cells(
             )
     _check_providers(providers, declared)
     chosen = [BY_NAME[n] for n in scenarios] if scenarios else list(SCENARIOS)
-    known_points = {p for s in chosen for p in s.points}
+    known_points = {p for s in chosen for p in points_of(s, declared=declared, steps=steps)}
     for p in points:
         if p not in known_points:
             raise ConfigError(
@@ -131,6 +151,7 @@ def select_cells(
         backend=backend,
         mutant=mutant,
         declared=declared,
+        steps=steps,
     )
     if points:
         out = [c for c in out if c.point in points]

@@ -153,7 +153,7 @@ class CrashpointSession:
         if self.command is not None:
             # Every declared provider gets its cells, as under `crashpoint run -c`.
             declared = [(p.name, p.kind) for p in self.command.providers]
-            opts = dataclasses.replace(opts, declared=declared)
+            opts = dataclasses.replace(opts, declared=declared, steps=self.command.steps)
         return opts.cells()
 
     @property

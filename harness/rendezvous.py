@@ -87,6 +87,8 @@ class Hit:
     #: The lane of the history this hit was recorded in (``worker:<name>``).
     source: str = ""
     _resumed: bool = field(default=False, repr=False, compare=False)
+    #: The step of a multi-step job the boundary belongs to (the line's ``step``), or None.
+    step: str | None = None
 
     def resume(self, action: str = "continue") -> bool:
         """Let the worker go on; ``False`` if it had already disconnected (killed)."""
@@ -112,21 +114,32 @@ class Hit:
 class Gate:
     """An armed hold; :meth:`wait` returns each matching hit in arrival order."""
 
-    def __init__(self, point: str, job: str | None, attempt: int | None, times: int) -> None:
+    def __init__(
+        self,
+        point: str,
+        job: str | None,
+        attempt: int | None,
+        times: int,
+        step: str | None = None,
+    ) -> None:
         self.point = point
         self.job = job
         self.attempt = attempt
+        self.step = step
         self.remaining = times
         self.hits: list[Hit] = []
         self._queue: deque[Hit] = deque()
         self._cond = threading.Condition()
 
-    def matches(self, point: str, job: str | None, attempt: int | None) -> bool:
+    def matches(
+        self, point: str, job: str | None, attempt: int | None, step: str | None = None
+    ) -> bool:
         return (
             self.remaining > 0
             and point == self.point
             and (self.job is None or job == self.job)
             and (self.attempt is None or attempt == self.attempt)
+            and (self.step is None or step == self.step)
         )
 
     def deliver(self, hit: Hit) -> None:
@@ -148,7 +161,8 @@ class Gate:
             return self._queue.popleft()
 
     def describe(self) -> str:
-        return f"{self.point} job={self.job} attempt={self.attempt}"
+        where = f"{self.point} job={self.job} attempt={self.attempt}"
+        return where if self.step is None else f"{where} step={self.step}"
 
 
 class Holds:
@@ -158,19 +172,28 @@ class Holds:
         self._gates: list[Gate] = []
         self._lock = threading.Lock()
 
-    def arm(self, point: str, job: str | None, attempt: int | None, times: int) -> Gate:
+    def arm(
+        self,
+        point: str,
+        job: str | None,
+        attempt: int | None,
+        times: int,
+        step: str | None = None,
+    ) -> Gate:
         if times < 1:
             raise ConfigError(f"a hold needs times >= 1, got times={times!r}")
-        gate = Gate(point, job, attempt, times)
+        gate = Gate(point, job, attempt, times, step)
         with self._lock:
             self._gates.append(gate)
         return gate
 
-    def claim(self, point: str, job: str | None, attempt: int | None) -> Gate | None:
+    def claim(
+        self, point: str, job: str | None, attempt: int | None, step: str | None = None
+    ) -> Gate | None:
         """The first armed gate matching this hit, with one use consumed."""
         with self._lock:
             for gate in self._gates:
-                if gate.matches(point, job, attempt):
+                if gate.matches(point, job, attempt, step):
                     gate.remaining -= 1
                     if gate.remaining == 0:
                         self._gates.remove(gate)
@@ -236,9 +259,11 @@ class Rendezvous:
         job: str | None = None,
         attempt: int | None = None,
         times: int = 1,
+        step: str | None = None,
     ) -> Gate:
-        """Arm a hold: the next ``times`` matching hits wait until resumed."""
-        return self._holds.arm(point, job, attempt, times)
+        """Arm a hold: the next ``times`` matching hits wait until resumed (``step``: only
+        hits at that step of a multi-step job)."""
+        return self._holds.arm(point, job, attempt, times, step)
 
     def disarm(self, gate: Gate) -> None:
         """Stop holding for ``gate``; hits already held stay held until resumed."""
@@ -328,7 +353,9 @@ class Rendezvous:
         worker = msg.get("worker") if isinstance(msg.get("worker"), str) else None
         if worker is None and self._names is not None:
             worker = self._names(pid, conn.peer_pid)
-        gate = self._holds.claim(point, job, attempt)
+        # Optional too: the step of a multi-step job (an older client sends none).
+        step = msg.get("step") if isinstance(msg.get("step"), str) else None
+        gate = self._holds.claim(point, job, attempt, step)
         hit = Hit(
             point,
             job,
@@ -339,6 +366,7 @@ class Rendezvous:
             conn,
             peer_pid=conn.peer_pid,
             source=f"worker:{worker or pid}",
+            step=step,
         )
         with self._hits_lock:
             self._hits.append(hit)
@@ -352,6 +380,7 @@ class Rendezvous:
                 point=point,
                 held=hit.held,
                 peer_pid=conn.peer_pid,
+                **({} if step is None else {"step": step}),
             )
         if gate is None:
             hit._resumed = True

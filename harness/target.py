@@ -47,6 +47,9 @@ class TargetAdapter(Protocol):
     #: The most writes per job the target allows, as it declares; None: it declares none.
     max_attempts: int | None
     redelivery: Redelivery
+    #: The multi-step job the target declares, ``(step, provider)`` in order; empty: the
+    #: target runs the table's own (the reference), or none (a single-step worker).
+    steps: tuple[tuple[str, str], ...]
 
     def providers(self, kind: str) -> Sequence[tuple[str, str]]:
         """``(name, kind)`` of every provider the workers call; ``kind`` is the cell's,
@@ -59,7 +62,28 @@ class TargetAdapter(Protocol):
         """The trial's providers (oracle clients) and the environment its processes get."""
         ...
 
-    def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any]) -> None: ...
+    def enqueue(
+        self,
+        job_id: str,
+        provider: str,
+        body: Mapping[str, Any],
+        *,
+        steps: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Deliver a job; ``steps`` are a multi-step job's ``(step, provider)`` in order."""
+        ...
+
+    def redeliver(
+        self,
+        job_id: str,
+        provider: str,
+        body: Mapping[str, Any],
+        *,
+        steps: Sequence[tuple[str, str]] = (),
+    ) -> bool:
+        """Deliver a completed job again, as a queue whose acknowledgement was lost does;
+        False when the target had no completed job to deliver."""
+        ...
 
     def worker_argv(self) -> Sequence[str]: ...
 

@@ -134,6 +134,8 @@ class Trial:
         self.rendezvous: Rendezvous | None = None
         self.provider_url = ""
         self.provider_name = PROVIDER_NAME
+        #: The trial's multi-step job, ``(step, provider)`` in order; empty: one step.
+        self.steps: tuple[tuple[str, str], ...] = ()
         self.stopped_at: float | None = None
         #: When the last wait for quiescence ran out (None: it was reached).
         self.quiet_deadline: float | None = None
@@ -149,7 +151,16 @@ class Trial:
                 f"cell {self.cell.id} aims at provider {self.provider_name!r} of kind "
                 f"{self.cell.provider!r}, which the target does not declare"
             )
+        self.steps = self._job_steps()
+        for _, name in self.steps:
+            # The reference's later steps call providers of the cell's kind of their own.
+            declared.setdefault(name, self.cell.provider)
         self.providers = start_providers(declared, self.dir)
+        ttl = self.cell.scenario.key_ttl_s
+        if ttl is not None:
+            for provider in self.providers.values():
+                if provider.kind == "idempotent":
+                    provider.client.configure(key_ttl_s=ttl)
         self.provider = self.providers[self.provider_name]
         self.provider_url = self.provider.url
         for provider in self.providers.values():
@@ -168,6 +179,14 @@ class Trial:
         self.target.attach_providers(
             [p.client for p in self.providers.values()], self.provider_env()
         )
+
+    def _job_steps(self) -> tuple[tuple[str, str], ...]:
+        assert self.target is not None
+        if not self.cell.scenario.steps:
+            return ()
+        if self.target.steps:
+            return self.target.steps
+        return tuple((s.name, s.provider or self.provider_name) for s in self.cell.scenario.steps)
 
     def stop(self) -> None:
         """Stop every worker and the rendezvous: from here on nothing acts, and what the
@@ -234,9 +253,19 @@ class Trial:
         # Stamped when the delivery began: a worker may take the job up before a slow
         # enqueue command has exited.
         t = time.monotonic()
-        target.enqueue(job_id, self.provider_name, self.job_body(job_id))
+        target.enqueue(job_id, self.provider_name, self.job_body(job_id), steps=self.steps)
         self.history.append("supervisor", "enqueue", job=job_id, t=t)
         return job_id
+
+    def redeliver(self, job_id: str) -> bool:
+        """Deliver a completed job again: its acknowledgement was lost on the way."""
+        assert self.target is not None
+        t = time.monotonic()
+        again = self.target.redeliver(
+            job_id, self.provider_name, self.job_body(job_id), steps=self.steps
+        )
+        self.history.append("supervisor", "enqueue", job=job_id, t=t, redelivered=again)
+        return again
 
     def enqueue_batch(self) -> str:
         """Enqueue this trial's jobs; the first is the one the fault aims at."""
@@ -318,9 +347,9 @@ class Trial:
         env[STATE_DIR] = str(self.dir)
         return env
 
-    def hold(self, point: str, *, job: str | None = None) -> Gate:
+    def hold(self, point: str, *, job: str | None = None, step: str | None = None) -> Gate:
         assert self.rendezvous is not None
-        return self.rendezvous.hold(point, job=job)
+        return self.rendezvous.hold(point, job=job, step=step)
 
     def wait_hit(self, gate: Gate, *, what: str, timeout_s: float = 10.0) -> Hit:
         t0 = time.monotonic()
@@ -479,6 +508,7 @@ class Trial:
             review_expected=review_expected,
             job_providers=dict.fromkeys(self.jobs, self.provider_name),
             last_window_from=last_window,
+            job_steps=dict.fromkeys(self.jobs, self.steps) if self.steps else {},
         )
 
 

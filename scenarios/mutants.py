@@ -126,5 +126,28 @@ MUTANTS: dict[str, Mutant] = {
             "relay_crash_after_send",
             "no_duplicate_effect",
         ),
+        Mutant(
+            "restart_from_step_one",
+            "restarts a multi-step job from its first step on every attempt, ignoring the "
+            "steps its ledger records as done, so a crash after the ticket was created sends "
+            "the ticket again instead of only the missing notification",
+            "multi_step_job",
+            "resumes_at_missing_step",
+        ),
+        Mutant(
+            "step_key_per_attempt",
+            "derives each step's idempotency key from the attempt, so a retry after a lost "
+            "response at a step looks new to the provider and that step takes effect twice",
+            "multi_step_job",
+            "no_duplicate_effect",
+        ),
+        Mutant(
+            "provider_memory_only",
+            "keeps no durable record of what took effect and leans on the provider's "
+            "idempotency key alone: a job that comes again is sent again, and once the "
+            "provider has forgotten the key that is a second effect",
+            "key_retention",
+            "no_duplicate_effect",
+        ),
     )
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,10 +86,23 @@ class ReferenceTarget:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.ledger.setup()
 
-    def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any]) -> bool:
-        """Deliver a job; False when the same job was already delivered (it collapses onto
-        the existing record, which the caller can read back)."""
-        return self.ledger.enqueue(job_id, provider, body, now=time.monotonic())
+    def enqueue(
+        self,
+        job_id: str,
+        provider: str,
+        body: Mapping[str, Any],
+        *,
+        steps: Sequence[tuple[str, str]] = (),
+    ) -> bool:
+        """Deliver a job (``steps``: a multi-step job's ``(step, provider)`` in order);
+        False when the same job was already delivered (it collapses onto the existing
+        record, which the caller can read back)."""
+        return self.ledger.enqueue(job_id, provider, body, now=time.monotonic(), steps=steps)
+
+    def redeliver(self, job_id: str) -> bool:
+        """Deliver a completed job again, as a queue does whose acknowledgement was lost;
+        False when the job was not acknowledged."""
+        return self.ledger.redeliver(job_id, now=time.monotonic())
 
     def snapshot(self) -> Snapshot:
         return Snapshot(self.ledger.dump(), time.monotonic())

@@ -17,6 +17,32 @@ CRASH_SIGNALS = ("SIGKILL", "SIGTERM")
 
 
 @dataclass(frozen=True)
+class Step:
+    """One step of a multi-step job: an effect at one provider, in the job's order."""
+
+    name: str
+    #: The provider the step calls; None: the cell's own provider.
+    provider: str | None = None
+
+
+#: The reference's multi-step job (seed 003): create a ticket, then notify its owner.
+TICKET_THEN_NOTIFY = (Step("ticket"), Step("notify", "notify"))
+#: The boundaries of each step a multi-step cell crashes at (the last step's local write
+#: is the job's own end, which the single-step rows cover).
+STEP_BOUNDARIES = ("before_external_call", "after_external_call", "after_local_write")
+
+
+def step_points(steps: tuple[str, ...]) -> tuple[str, ...]:
+    """The points ``boundary@step`` of a multi-step job with these steps, in order."""
+    return tuple(
+        f"{boundary}@{step}"
+        for i, step in enumerate(steps)
+        for boundary in STEP_BOUNDARIES
+        if i < len(steps) - 1 or boundary != "after_local_write"
+    )
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     injection: str
@@ -40,6 +66,12 @@ class Scenario:
     #: Runs the reference worker in outbox mode with a relay process beside it, which
     #: only the reference target has.
     needs_outbox: bool = False
+    #: A multi-step job: its ordered steps, each at its own provider (the reference's; a
+    #: command target plays the scenario with the steps it declares, and only then).
+    steps: tuple[Step, ...] = ()
+    #: The idempotent provider forgets a key this long after its first use (None: the
+    #: provider's default, a day).
+    key_ttl_s: float | None = None
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -175,4 +207,41 @@ NETWORK_POINTS = frozenset(
     | {"ledger_latency", "ledger_reset", "ledger_latency_past_lease"}
 )
 
+#: Multi-step jobs, lost acknowledgements and key retention (issue 14).
+SCENARIOS += (
+    Scenario(
+        "multi_step_job",
+        "kill at every boundary of each step of a two-step job (a ticket, then a notification)",
+        "the steps done so far, the rest unknown",
+        "resume at the missing step; never repeat a step that took effect",
+        points=step_points(tuple(s.name for s in TICKET_THEN_NOTIFY)),
+        signals=("SIGKILL",),
+        unknown_write=True,
+        steps=TICKET_THEN_NOTIFY,
+    ),
+    Scenario(
+        "lost_acknowledgement",
+        "the job completes, its acknowledgement is lost, and the queue delivers it again",
+        "completed, delivered again",
+        "the durable record closes it; no second effect",
+        points=("redelivered_after_completion",),
+    ),
+    Scenario(
+        "key_retention",
+        "a completed job comes again after the provider forgot its idempotency key",
+        "completed; the provider's key expired",
+        "the worker's durable record, not the provider's memory, prevents a second effect",
+        points=("redelivered_after_key_expiry",),
+        providers=("idempotent",),
+        key_ttl_s=0.3,
+    ),
+)
+
 BY_NAME = {s.name: s for s in SCENARIOS}
+
+
+def split_point(point: str) -> tuple[str, str | None]:
+    """A multi-step cell's point ``boundary@step`` as ``(boundary, step)``; else
+    ``(point, None)``."""
+    boundary, _, step = point.partition("@")
+    return boundary, step or None

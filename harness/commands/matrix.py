@@ -43,6 +43,8 @@ class MatrixOptions:
     pg_dsn: str | None = None
     #: A command target's providers, ``(name, kind)``; None: the reference's, per kind.
     declared: Sequence[tuple[str, str]] | None = None
+    #: A command target's multi-step job, ``(step, provider)``; empty: none declared.
+    steps: Sequence[tuple[str, str]] = ()
 
     def cells(self, *, mutant: str | None = None) -> list[Cell]:
         return select_cells(
@@ -55,6 +57,7 @@ class MatrixOptions:
             mutant=mutant,
             shard=self.shard,
             declared=self.declared,
+            steps=self.steps,
         )
 
 

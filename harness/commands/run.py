@@ -36,6 +36,7 @@ def run_command(
             raise ConfigError("--mutant applies to the reference target only, not to -c")
         declared = [(p.name, p.kind) for p in command.providers]
         opts = replace(opts, declared=declared, lease_ttl_s=opts.lease_ttl_s or command.lease_ttl_s)
+        opts = replace(opts, steps=command.steps)
         target_doc = {"name": command.name, "kind": "command", "mutant": None}
         replay = ["-c", str(config_path)]
     elif target != "reference":

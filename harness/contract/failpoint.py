@@ -2,10 +2,11 @@
 
 When ``CRASHPOINT_FAILPOINTS`` names a UNIX socket, :func:`failpoint` writes one JSON line
 ``{"point": ..., "job": ..., "attempt": ..., "pid": ...}`` (plus, optionally, ``"worker"``:
-the worker's ``CRASHPOINT_WORKER_ID``) and blocks until it reads one line back
-(``{"action": "continue"}``). While the worker is blocked the harness may kill
-or pause it, so a signal lands exactly at the boundary. When the variable is unset the
-call is a global lookup and a return: well under a microsecond.
+the worker's ``CRASHPOINT_WORKER_ID``, and ``"step"``: which step of a multi-step job)
+and blocks until it reads one line back (``{"action": "continue"}``). While the worker
+is blocked the harness may kill or pause it, so a signal lands exactly at the boundary.
+When the variable is unset the call is a global lookup and a return: well under a
+microsecond.
 
 A Node.js or Go worker needs the same twenty lines: connect once, write a line, read a line.
 """
@@ -34,18 +35,23 @@ def enabled() -> bool:
     return _path is not None
 
 
-def failpoint(point: str, job: str, attempt: int) -> str:
-    """Report reaching ``point`` and wait for the harness; returns the action it chose."""
+def failpoint(point: str, job: str, attempt: int, step: str | None = None) -> str:
+    """Report reaching ``point`` (of ``step``, in a multi-step job) and wait for the
+    harness; returns the action it chose."""
     if _path is None:
         return CONTINUE
-    return _rendezvous(point, job, attempt)
+    return _rendezvous(point, job, attempt, step)
 
 
-def _rendezvous(point: str, job: str, attempt: int) -> str:
+def _rendezvous(point: str, job: str, attempt: int, step: str | None = None) -> str:
     global _sock, _reader, _path
-    message = {"point": point, "job": job, "attempt": attempt, "pid": os.getpid()}
+    message: dict[str, object] = {"point": point, "job": job, "attempt": attempt}
+    message["pid"] = os.getpid()
     if _worker is not None:
         message["worker"] = _worker
+    if step is not None:
+        # Only multi-step jobs name a step: a single-step line is what it always was.
+        message["step"] = step
     line = json.dumps(message)
     with _lock:
         try:

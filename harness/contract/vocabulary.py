@@ -13,7 +13,8 @@ VERSION = "0.1.0"
 #: The schema names of the documents crashpoint writes (see docs/results.md).
 RESULTS_SCHEMA = "crashpoint.results/1"
 
-#: The oracle's seven invariants, in the order it checks them.
+#: The oracle's invariants, in the order it checks them: the design's seven, then the
+#: multi-step jobs' own.
 INVARIANTS = (
     "no_duplicate_effect",
     "no_retry_while_unknown",
@@ -22,6 +23,7 @@ INVARIANTS = (
     "nothing_lost",
     "bounded_retries",
     "ambiguity_goes_to_review",
+    "resumes_at_missing_step",
 )
 
 #: Invariants that speak of the end state; they need quiescence to be decided.

@@ -10,12 +10,13 @@ only safe end is needs_review. Quiescence and the oracle are the trial's busines
     restore   the ledger restored from a snapshot
     network   Toxiproxy toxics on the provider and ledger links
     outbox    the outbox relay killed after the provider took its message
+    steps     multi-step jobs, lost acknowledgements, forgotten keys
     registry  the table below: scenario (and point) -> driver
 """
 
 from __future__ import annotations
 
-from harness.drivers import delivery, network, outbox, process, provider, restore
+from harness.drivers import delivery, network, outbox, process, provider, restore, steps
 from harness.drivers.registry import DriverRegistry, NoDriver
 from harness.verdict import Driver
 
@@ -48,6 +49,9 @@ DRIVERS.register("reset_after_commit", network.response_lost)
 DRIVERS.register("ledger_link_faults", network.ledger_link_fault)
 DRIVERS.register("slow_lease_renewal", network.slow_lease_renewal)
 DRIVERS.register("relay_crash_after_send", outbox.relay_crash_after_send)
+DRIVERS.register("multi_step_job", steps.crash_at_step)
+DRIVERS.register("lost_acknowledgement", steps.lost_acknowledgement)
+DRIVERS.register("key_retention", steps.key_retention)
 
 
 def driver_for(scenario: str, point: str) -> Driver:

@@ -1,4 +1,4 @@
-"""The oracle: the seven invariants, decided from the trial history, provider truth first.
+"""The oracle: the invariants, decided from the trial history, provider truth first.
 
 The oracle only reads: the history's provider events (every arrival and commit, what
 really happened at the point of consequence), its ledger events when the target has a
@@ -26,6 +26,7 @@ from harness.oracle.safety import (
     no_retry_while_unknown,
     stable_key_and_payload,
 )
+from harness.oracle.steps import resumes_at_missing_step
 from harness.oracle.trace import trace_rows
 from harness.oracle.warn import WARNINGS, warning_json, warnings_of
 
@@ -68,6 +69,7 @@ CHECKS: dict[str, Invariant] = {
     "fenced_writes": fenced_writes,
     "bounded_retries": bounded_retries,
     "ambiguity_goes_to_review": ambiguity_goes_to_review,
+    "resumes_at_missing_step": resumes_at_missing_step,
     "nothing_lost": nothing_lost,
 }
 

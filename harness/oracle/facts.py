@@ -78,6 +78,9 @@ class TrialFacts:
     #: When the trial's bound ran out before quiescence: the monotonic time its last quiet
     #: window began. A job still written to after it had retries that did not stop.
     last_window_from: float | None = None
+    #: A multi-step job's ordered steps, ``(step, provider)``, each at its own provider;
+    #: a job not named here is a single-step job.
+    job_steps: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,8 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
         owed = sent | set(per)
         if job in facts.job_providers:
             owed.add(facts.job_providers[job])
+        # A multi-step job owes every step's effect, written or not.
+        owed.update(provider for _, provider in facts.job_steps.get(job, ()))
         final = finals.get(job)
         if final is None:
             out.append(

@@ -147,6 +147,7 @@ class CommandAdapter:
     def __init__(self, config: CommandConfig, *, trial_dir: Path, in_image: bool = False) -> None:
         self.provider_name = config.providers[0].name
         self.config = config
+        self.steps = config.steps
         self.max_attempts = config.max_attempts
         self.trial_dir = trial_dir
         self.state_dir = trial_dir / "state"
@@ -197,9 +198,20 @@ class CommandAdapter:
         env.pop(FAILPOINTS, None)
         return env
 
-    def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any]) -> None:
+    def enqueue(
+        self,
+        job_id: str,
+        provider: str,
+        body: Mapping[str, Any],
+        *,
+        steps: Sequence[tuple[str, str]] = (),
+    ) -> None:
         payload = self._payload_file(job_id)
-        payload.write_text(json.dumps({"job_id": job_id, "provider": provider, "body": body}))
+        doc: dict[str, Any] = {"job_id": job_id, "provider": provider, "body": body}
+        if steps:
+            # A multi-step job: each step's effect at its own provider, in this order.
+            doc["steps"] = [{"name": name, "provider": p} for name, p in steps]
+        payload.write_text(json.dumps(doc))
         self._run(
             "enqueue",
             self.config.enqueue,
@@ -209,6 +221,18 @@ class CommandAdapter:
             fix="make it exit 0 once the job is queued",
         )
         self._went_active()
+
+    def redeliver(
+        self,
+        job_id: str,
+        provider: str,
+        body: Mapping[str, Any],
+        *,
+        steps: Sequence[tuple[str, str]] = (),
+    ) -> bool:
+        """The target's own queue delivers the job again: its enqueue command, once more."""
+        self.enqueue(job_id, provider, body, steps=steps)
+        return True
 
     def job_status(self, job_id: str) -> JobStatus | None:
         """The job's state from the declared ``status`` command; None when none is declared.

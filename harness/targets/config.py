@@ -19,6 +19,12 @@ env = { LOG_LEVEL = "debug" }         # optional: added to the worker's CRASHPOI
 workdir = "/app"                      # optional: default, the trial's state directory
 mounts = ["./fixtures:/fixtures:ro"]  # optional: "host:container[:ro|rw]", or tables
 user = "1000:1000"                    # optional
+[[target.steps]]                      # optional: a multi-step job, in order, each step at
+name = "charge"                       # a provider of its own; multi_step_job runs then
+provider = "billing"
+[[target.steps]]
+name = "receipt"
+provider = "mailer"
 [[providers]]
 name = "billing"
 kind = "idempotent"
@@ -58,8 +64,12 @@ TARGET_KEYS = (
     "ledger",
     "docker",
     "term_grace_s",
+    "steps",
 )
 LEDGER_KEYS = ("dsn",)
+STEP_KEYS = ("name", "provider")
+#: A step's name goes into point names (``before_external_call@charge``) and cell ids.
+_STEP_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 DOCKER_KEYS = ("image", "build", "env", "workdir", "mounts", "user")
 MOUNT_KEYS = ("source", "target", "read_only")
 DOCKERFILE = "Dockerfile"
@@ -153,6 +163,9 @@ class CommandConfig:
     docker: DockerConfig | None = None
     #: How long the worker gets after SIGTERM before SIGKILL; None: two leases.
     term_grace_s: float | None = None
+    #: ``[[target.steps]]``: a multi-step job's ``(step, provider)`` in order; empty: the
+    #: worker's jobs are single-step, and the multi-step rows do not run for it.
+    steps: tuple[tuple[str, str], ...] = ()
 
     @property
     def base_dir(self) -> Path:
@@ -344,6 +357,7 @@ class _Schema:
                     )
         enqueue = self.template(target, "enqueue")
         status = self.template(target, "status") if "status" in target else None
+        providers = self.providers(data.get("providers"))
         return CommandConfig(
             path=self.path.resolve(),
             name=name,
@@ -352,12 +366,54 @@ class _Schema:
             workers=workers,
             lease_ttl_s=lease,
             ledger_dsn=self.ledger(target.get("ledger")),
-            providers=self.providers(data.get("providers")),
+            providers=providers,
             max_attempts=max_attempts,
             status=status,
             docker=self.docker(target.get("docker")),
             term_grace_s=term_grace,
+            steps=self.steps(target.get("steps"), providers),
         )
+
+    def steps(
+        self, steps: object, providers: tuple[ProviderDecl, ...]
+    ) -> tuple[tuple[str, str], ...]:
+        if steps is None:
+            return ()
+        fix = 'write each as [[target.steps]] with name = "charge" and provider = "billing"'
+        if not isinstance(steps, list) or len(steps) < 2:
+            raise self.fail(
+                "target.steps", f"must list two steps or more, got {_shown(steps)}", fix
+            )
+        declared = [p.name for p in providers]
+        out: list[tuple[str, str]] = []
+        for i, entry in enumerate(steps):
+            where = f"target.steps[{i}]."
+            if not isinstance(entry, dict):
+                raise self.fail(where[:-1], f"must be a table, got {_shown(entry)}", fix)
+            self.known(entry, where, STEP_KEYS, label="[[target.steps]]")
+            name = self.string(entry, where, "name", example='"charge"')
+            provider = self.string(entry, where, "provider", example='"billing"')
+            if not _STEP_NAME.match(name) or name in (n for n, _ in out):
+                raise self.fail(
+                    f"{where}name",
+                    f"{_shown(name)} is not a new name of letters, digits, - and _",
+                    "give each step its own name, like charge",
+                )
+            if provider not in declared:
+                raise self.fail(
+                    f"{where}provider",
+                    f"{_shown(provider)} is not a declared provider",
+                    f"name one of {', '.join(declared)}",
+                )
+            if provider in (p for _, p in out):
+                # The oracle tells steps apart by their provider (one effect per job at each).
+                raise self.fail(
+                    f"{where}provider",
+                    f"{_shown(provider)} already has a step",
+                    "give each step a provider of its own",
+                )
+            out.append((name, provider))
+        return tuple(out)
 
     def known(
         self, table: Mapping[str, Any], where: str, keys: tuple[str, ...], *, label: str

@@ -25,6 +25,8 @@ class ReferenceAdapter:
     provider_name = "svc"
     #: A second delivery reaches a second consumer with a ledger of its own.
     redelivery: Redelivery = "second_consumer"
+    #: The reference runs the multi-step job the table describes.
+    steps: tuple[tuple[str, str], ...] = ()
 
     def __init__(
         self,
@@ -57,8 +59,27 @@ class ReferenceAdapter:
     def attach_providers(self, providers: Sequence[ProviderLog], env: Mapping[str, str]) -> None:
         """Jobs go straight into the ledger; the reference needs neither."""
 
-    def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any]) -> None:
-        self.target.enqueue(job_id, provider, body)
+    def enqueue(
+        self,
+        job_id: str,
+        provider: str,
+        body: Mapping[str, Any],
+        *,
+        steps: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        self.target.enqueue(job_id, provider, body, steps=steps)
+
+    def redeliver(
+        self,
+        job_id: str,
+        provider: str,
+        body: Mapping[str, Any],
+        *,
+        steps: Sequence[tuple[str, str]] = (),
+    ) -> bool:
+        """The ledger is the reference's queue too: the job goes back to ``queued``."""
+        del provider, body, steps
+        return self.target.redeliver(job_id)
 
     def worker_argv(self) -> list[str]:
         return self.target.worker_argv()

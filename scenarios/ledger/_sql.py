@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from harness.contract.errors import LedgerError
 from scenarios.ledger._outbox import OUTBOX_DDL, OutboxSql
+from scenarios.ledger._steps import StepStatements
 from scenarios.ledger.base import (
     STATE_TABLES,
     Claimed,
@@ -45,7 +46,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     result_ref TEXT,
     last_error TEXT,
     enqueued_at {real} NOT NULL,
-    updated_at {real} NOT NULL
+    updated_at {real} NOT NULL,
+    steps TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_runnable ON jobs (delivery_state, next_run_at);
 CREATE TABLE IF NOT EXISTS attempts (
@@ -76,6 +78,16 @@ CREATE TABLE IF NOT EXISTS reconcile_queue (
     tries INTEGER NOT NULL DEFAULT 0,
     next_at {real} NOT NULL,
     enqueued_at {real} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS job_steps (
+    job_id TEXT NOT NULL,
+    step TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    token {bigint} NOT NULL,
+    result_ref TEXT,
+    updated_at {real} NOT NULL,
+    PRIMARY KEY (job_id, step)
 );
 CREATE TABLE IF NOT EXISTS claims (
     id {serial},
@@ -111,7 +123,7 @@ DDL += OUTBOX_DDL
 
 _CLAIMABLE = """
 SELECT job_id, provider, body, attempts, token, execution_state, side_effect_state,
-       idempotency_key, last_error
+       idempotency_key, last_error, steps
 FROM jobs
 WHERE needs_review = 0
   AND ((delivery_state = 'queued' AND next_run_at <= ?)
@@ -129,7 +141,9 @@ _JOB_COLUMNS = (
 # Column assignments per outcome of a result write (fixed text; values are bound).
 _OUTCOME_SET: Mapping[str, str] = {
     "succeeded": "delivery_state = 'acknowledged', execution_state = 'succeeded', "
-    "side_effect_state = 'confirmed', lease_expires_at = NULL, result_ref = ?",
+    "side_effect_state = 'confirmed', lease_expires_at = NULL, "
+    # A job closed again after a lost acknowledgement keeps the reference it had.
+    "result_ref = COALESCE(?, result_ref)",
     "unknown": "execution_state = 'unknown', side_effect_state = 'ambiguous', last_error = ?",
     "needs_review": "needs_review = 1, review_reason = ?, delivery_state = 'queued', "
     "owner = NULL, lease_expires_at = NULL, execution_state = 'unknown', "
@@ -163,7 +177,7 @@ class Tx(Protocol):
     def __call__(self, sql: str, params: Sequence[Any] = (), /) -> Cursor: ...
 
 
-class SqlLedger(OutboxSql):
+class SqlLedger(OutboxSql, StepStatements):
     """The store-independent half of a ledger; subclasses open the connection."""
 
     #: Appended to the claim query: PostgreSQL skips rows other claimers hold.
@@ -188,12 +202,21 @@ class SqlLedger(OutboxSql):
 
     # -- the job path -------------------------------------------------------------
 
-    def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any], *, now: float) -> bool:
+    def enqueue(
+        self,
+        job_id: str,
+        provider: str,
+        body: Mapping[str, Any],
+        *,
+        now: float,
+        steps: Sequence[tuple[str, str]] = (),
+    ) -> bool:
+        plan = json.dumps([list(s) for s in steps]) if steps else None
         with self._write() as tx:
             cur = tx(
-                "INSERT INTO jobs (job_id, provider, body, enqueued_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id) DO NOTHING",
-                (job_id, provider, json.dumps(dict(body), sort_keys=True), now, now),
+                "INSERT INTO jobs (job_id, provider, body, enqueued_at, updated_at, steps) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO NOTHING",
+                (job_id, provider, json.dumps(dict(body), sort_keys=True), now, now, plan),
             )
             return cur.rowcount == 1
 
@@ -205,7 +228,7 @@ class SqlLedger(OutboxSql):
                 row = tx(_CLAIMABLE + self.lock_clause, (now, now)).fetchone()
                 if row is None:
                     return None
-                job_id, provider, body, attempts, token, ex, se, key, last_error = row
+                job_id, provider, body, attempts, token, ex, se, key, last_error, plan = row
                 if max_attempts is not None and attempts >= max_attempts:
                     self._dead_letter_exhausted(tx, job_id, now)
                     continue
@@ -229,6 +252,7 @@ class SqlLedger(OutboxSql):
                     (job_id, attempt, token, worker_id, now, expires),
                 )
                 queued = tx("SELECT 1 FROM reconcile_queue WHERE job_id = ?", (job_id,))
+                needs_reconcile = queued.fetchone() is not None
                 return Claimed(
                     job_id=job_id,
                     provider=provider,
@@ -239,9 +263,11 @@ class SqlLedger(OutboxSql):
                     lease_expires_at=expires,
                     execution_state=ex,
                     side_effect_state=se,
-                    needs_reconcile=queued.fetchone() is not None,
+                    needs_reconcile=needs_reconcile,
                     idempotency_key=key,
                     last_error=last_error,
+                    steps=tuple((str(n), str(p)) for n, p in json.loads(plan or "[]")),
+                    steps_done=self._steps_done(tx, job_id),
                 )
 
     def _dead_letter_exhausted(self, tx: Tx, job_id: str, now: float) -> None:

@@ -32,7 +32,7 @@ SIDE_EFFECT_STATES = ("not_attempted", "submitted", "confirmed", "ambiguous")
 RECONCILE_OUTCOMES = ("confirmed", "not_found", "conflict", "unavailable", "unqueryable")
 
 #: Tables whose rows are the job state proper; a snapshot/restore acts on these only.
-STATE_TABLES = ("jobs", "attempts", "effects", "reconcile_queue", "outbox")
+STATE_TABLES = ("jobs", "attempts", "effects", "reconcile_queue", "outbox", "job_steps")
 #: Audit tables the oracle reads; never rolled back, or a restore would erase evidence.
 AUDIT_TABLES = ("claims", "result_writes", "reconciles")
 
@@ -55,6 +55,10 @@ class Claimed:
     needs_reconcile: bool
     idempotency_key: str | None
     last_error: str | None
+    #: A multi-step job's ordered steps, ``(step, provider)``; empty for a single step.
+    steps: tuple[tuple[str, str], ...] = ()
+    #: The steps whose effect the ledger records as confirmed.
+    steps_done: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -136,9 +140,18 @@ class LedgerStore(Protocol):
 
     def close(self) -> None: ...
 
-    def enqueue(self, job_id: str, provider: str, body: Mapping[str, Any], *, now: float) -> bool:
-        """Add a logical job; False when it is already there (duplicate deliveries collapse
-        onto the one durable record, and the loser reads the winner's state)."""
+    def enqueue(
+        self,
+        job_id: str,
+        provider: str,
+        body: Mapping[str, Any],
+        *,
+        now: float,
+        steps: Sequence[tuple[str, str]] = (),
+    ) -> bool:
+        """Add a logical job (``steps``: a multi-step job's ``(step, provider)`` in order);
+        False when it is already there (duplicate deliveries collapse onto the one durable
+        record, and the loser reads the winner's state)."""
 
     def claim(
         self, worker_id: str, *, now: float, ttl_s: float, max_attempts: int | None
@@ -179,6 +192,14 @@ class LedgerStore(Protocol):
         ``retry`` a reconcile found nothing: requeue at ``retry_at`` under the same key;
         ``needs_review`` stop automation, ``reason`` says why.
         """
+
+    def complete_step(self, c: Claimed, step: str, *, result_ref: str | None, now: float) -> bool:
+        """Record a step of a multi-step job as confirmed (compare-and-set on owner and
+        token) and make the job ready for its next step; the job stays leased."""
+
+    def redeliver(self, job_id: str, *, now: float) -> bool:
+        """The queue lost an acknowledgement: an acknowledged job is delivered again,
+        with its execution and effect records as they are. False if it was not acked."""
 
     def record_reconcile(self, c: Claimed, outcome: str, *, now: float, next_at: float) -> None:
         """Audit one reconcile lookup and note the next try in the reconcile queue."""

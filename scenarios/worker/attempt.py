@@ -1,8 +1,10 @@
 """One claimed attempt of one logical job, from claim to its durable result.
 
 The order is the protocol: reconcile anything unresolved first; persist the key and
-``submitted``; check the lease; call; write the result with compare-and-set. Every
-``bug(...)`` check is where one mutant departs from it.
+``submitted``; check the lease; call; write the result with compare-and-set. A
+multi-step job runs that protocol once per step, in order, from the first step its
+ledger does not record as done; each step has its own key. Every ``bug(...)`` check is
+where one mutant departs from it.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ LEASE_MARGIN = 0.25
 MAX_BACKOFF_S = 2.0
 
 
-def idempotency_key(job_id: str) -> str:
-    """The key of a logical job: derived from the job only, stable, safe to log."""
-    return f"effect-{job_id}"
+def idempotency_key(job_id: str, step: str | None = None) -> str:
+    """The key of a logical job (and step): derived from them only, stable, safe to log."""
+    return f"effect-{job_id}" if step is None else f"effect-{job_id}-{step}"
 
 
 def outbox_id(job_id: str) -> str:
@@ -35,9 +37,9 @@ def outbox_id(job_id: str) -> str:
     return f"outbox-{job_id}"
 
 
-def client_marker(job_id: str) -> str:
+def client_marker(job_id: str, step: str | None = None) -> str:
     """The marker a plain provider stores with the effect; the lookup finds it again."""
-    return f"cm-{job_id}"
+    return f"cm-{job_id}" if step is None else f"cm-{job_id}-{step}"
 
 
 class Attempt:
@@ -64,35 +66,79 @@ class Attempt:
         self.cap: int | None = None if bug("uncapped_retries") else cfg.max_attempts
         #: An outcome reached the ledger (the boundary ``after_local_write`` follows it).
         self.wrote = False
+        #: The step in progress (None: a single-step job), whether it is the job's last,
+        #: and whether it was just recorded as done, so the next one may start.
+        self.step: str | None = None
+        self.last = True
+        self.advance = False
 
     # -- the steps ----------------------------------------------------------------
 
     def run(self) -> None:
         self.steps()
         if self.wrote:
-            failpoint("after_local_write", self.c.job_id, self.c.attempt)
+            failpoint("after_local_write", self.c.job_id, self.c.attempt, self.step)
 
     def steps(self) -> None:
         c = self.c
         failpoint("after_claim", c.job_id, c.attempt)
-        spec = self.cfg.provider(c.provider)
-        if spec is None:
-            self.log("no_provider", provider=c.provider)
-            self.result("failed", retry_at=None, reason=f"no provider {c.provider!r} configured")
+        # MUTANT provider_memory_only: what the ledger says took effect is not consulted.
+        if c.execution_state == "succeeded" and not self.bug("provider_memory_only"):
+            # Done and acknowledged once, and delivered again (the acknowledgement was
+            # lost): the durable record closes it, whatever the provider still remembers.
+            self.log("already_done", job=c.job_id)
+            self.result("succeeded")
             return
         if self.cfg.outbox:
             self.to_outbox()
             return
+        plan = c.steps or ((None, c.provider),)
         if self.bug("ack_before_effect"):
             # MUTANT ack_before_effect: the queue forgets the job before anything happened.
             self.ledger.acknowledge(c, now=time.monotonic())
-        unresolved = c.needs_reconcile or c.side_effect_state in ("submitted", "ambiguous")
-        # MUTANT skip_reconcile_after_restart: a reclaimed job is trusted as not attempted.
-        if unresolved and not self.bug("skip_reconcile_after_restart"):
-            found = self.reconcile(spec)
-            if found is None or self.close_on(found):
+        in_progress = c.side_effect_state in ("submitted", "ambiguous")
+        unresolved = c.needs_reconcile or in_progress
+        for i, (step, provider) in enumerate(plan):
+            # MUTANT restart_from_step_one: the steps already done are done again.
+            if step in c.steps_done and not self.bug("restart_from_step_one"):
+                continue
+            self.step, self.last, self.advance = step, i == len(plan) - 1, False
+            spec = self.cfg.provider(provider)
+            if spec is None:
+                self.log("no_provider", provider=provider)
+                self.result("failed", retry_at=None, reason=f"no provider {provider!r} configured")
                 return
-        self.write(spec)
+            # MUTANT skip_reconcile_after_restart: a reclaimed job is trusted as not attempted.
+            # MUTANT provider_memory_only: sent again under its key instead of looked up.
+            skip = self.bug("skip_reconcile_after_restart") or self.bug("provider_memory_only")
+            if unresolved and not skip:
+                found = self.reconcile(spec)
+                if found is None:
+                    return
+                if self.close_on(found):
+                    if not self.advance:
+                        return
+                    # The step in progress was this one: the later ones never started,
+                    # unless a restore (not a crash) left the ledger knowing less.
+                    unresolved = unresolved and not in_progress
+                    continue
+            self.write(spec)
+            if not self.advance:
+                return
+            unresolved = False
+
+    def done(self, ref: str | None) -> None:
+        """The step in progress took effect: close the job, or go on to the next step."""
+        if self.last:
+            self.result("succeeded", result_ref=ref)
+            return
+        assert self.step is not None
+        if self.ledger.complete_step(self.c, self.step, result_ref=ref, now=time.monotonic()):
+            self.log("step_done", step=self.step, ref=ref)
+            failpoint("after_local_write", self.c.job_id, self.c.attempt, self.step)
+            self.advance = True
+        else:
+            self.log("lease_lost", step="complete_step")
 
     def to_outbox(self) -> None:
         """Outbox mode: the message goes to the outbox with the attempt's close, in one
@@ -104,6 +150,11 @@ class Attempt:
 
     def key(self) -> str:
         c = self.c
+        if self.step is not None:
+            if self.bug("step_key_per_attempt"):
+                # MUTANT step_key_per_attempt: the attempt number leaks into the step's key.
+                return f"{idempotency_key(c.job_id, self.step)}-a{c.attempt}"
+            return idempotency_key(c.job_id, self.step)
         if self.bug("fresh_key_per_attempt"):
             # MUTANT fresh_key_per_attempt: the attempt number leaks into the key.
             return f"{idempotency_key(c.job_id)}-a{c.attempt}"
@@ -114,14 +165,14 @@ class Attempt:
 
     def write(self, spec: ProviderSpec) -> None:
         c, key = self.c, self.key()
-        marker = None if spec.kind == "idempotent" else client_marker(c.job_id)
+        marker = None if spec.kind == "idempotent" else client_marker(c.job_id, self.step)
         persist_first = not self.bug("key_persisted_after_call")
         if persist_first and not self.ledger.mark_submitted(
             c, key=key, marker=marker, now=time.monotonic()
         ):
             self.log("lease_lost", step="mark_submitted")
             return
-        failpoint("before_external_call", c.job_id, c.attempt)
+        failpoint("before_external_call", c.job_id, c.attempt, self.step)
         # MUTANT lease_checked_only_at_claim: no look at the lease before calling out.
         if not self.bug("lease_checked_only_at_claim") and not self.lease_held():
             return
@@ -131,7 +182,7 @@ class Attempt:
             body["requested_at"] = time.time()
         sent = self.calls.write(spec, body, key=key, marker=marker, token=c.token)
         self.log("write", key=key, kind=sent.kind, reason=sent.reason)
-        failpoint("after_external_call", c.job_id, c.attempt)
+        failpoint("after_external_call", c.job_id, c.attempt, self.step)
         if not persist_first:
             # MUTANT key_persisted_after_call: the record of the call comes too late.
             self.ledger.mark_submitted(c, key=key, marker=marker, now=time.monotonic())
@@ -151,7 +202,7 @@ class Attempt:
 
     def settle(self, spec: ProviderSpec, sent: WriteResult) -> None:
         if sent.kind == "ok":
-            self.result("succeeded", result_ref=sent.ref)
+            self.done(sent.ref)
         elif sent.kind == "failed":
             self.fail(sent.reason)
         elif sent.kind == "conflict":
@@ -179,7 +230,8 @@ class Attempt:
             c,
             spec=spec,
             key=self.key(),
-            marker=client_marker(c.job_id),
+            marker=client_marker(c.job_id, self.step),
+            step=self.step,
             ledger=self.ledger,
             calls=self.calls,
             backoff_s=self.cfg.backoff_s,
@@ -192,7 +244,7 @@ class Attempt:
     def close_on(self, found: Lookup) -> bool:
         """Close the job if the lookup settles it; False when a write is safe (not_found)."""
         if found.outcome == "confirmed":
-            self.result("succeeded", result_ref=found.ref)
+            self.done(found.ref)
             return True
         if found.outcome in ("conflict", "unqueryable"):
             self.result("needs_review", reason=f"reconcile: {found.outcome} ({found.reason})")

@@ -90,6 +90,24 @@ KILLING_CELLS = {
         "idempotent",
         "SIGKILL",
     ),
+    "restart_from_step_one": (
+        "multi_step_job",
+        "after_local_write@ticket",
+        "idempotent",
+        "SIGKILL",
+    ),
+    "step_key_per_attempt": (
+        "multi_step_job",
+        "after_external_call@ticket",
+        "idempotent",
+        "SIGKILL",
+    ),
+    "provider_memory_only": (
+        "key_retention",
+        "redelivered_after_key_expiry",
+        "idempotent",
+        None,
+    ),
 }
 
 

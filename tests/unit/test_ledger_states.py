@@ -292,3 +292,51 @@ def test_unknown_outcome_name_is_refused(store: LedgerStore) -> None:
     assert c is not None
     with pytest.raises(ValueError, match="outcome='done' is unknown"):
         store.write_result(c, "done", now=1.1)
+
+
+STEPS = (("ticket", "tickets"), ("notify", "mailer"))
+
+
+def test_a_multi_step_job_records_each_step_done_under_its_lease(store: LedgerStore) -> None:
+    store.enqueue("j-0001", "tickets", {"job_id": "j-0001"}, now=0.0, steps=STEPS)
+    c = claim(store, "w1", now=1.0)
+    assert c is not None
+    assert (c.steps, c.steps_done) == (STEPS, frozenset())
+    assert store.mark_submitted(c, key="effect-j-0001-ticket", marker=None, now=1.1)
+    assert store.complete_step(c, "ticket", result_ref="7", now=1.2)
+    # The job stays leased, ready for its next step.
+    j = job(store)
+    assert (j.delivery_state, j.side_effect_state, j.owner) == ("leased", "not_attempted", "w1")
+    # A stale owner cannot record a step.
+    again = claim(store, "w2", now=1.2 + TTL + 0.1)
+    assert again is not None
+    assert not store.complete_step(c, "notify", result_ref="8", now=3.0)
+    # Whoever takes the job up next reads the step done, and resumes after it.
+    assert again.steps_done == frozenset({"ticket"})
+
+
+def test_a_restore_rolls_step_progress_back(store: LedgerStore) -> None:
+    store.enqueue("j-0001", "tickets", {"job_id": "j-0001"}, now=0.0, steps=STEPS)
+    before = store.dump()
+    c = claim(store, "w1", now=1.0)
+    assert c is not None
+    assert store.complete_step(c, "ticket", result_ref=None, now=1.1)
+    store.load(before)
+    later = claim(store, "w2", now=5.0)
+    assert later is not None
+    assert later.steps_done == frozenset()
+
+
+def test_a_lost_acknowledgement_delivers_a_done_job_again(store: LedgerStore) -> None:
+    store.enqueue("j-0001", "billing", {"job_id": "j-0001"}, now=0.0)
+    assert not store.redeliver("j-0001", now=0.5)  # nothing acknowledged yet
+    c = claim(store, "w1", now=1.0)
+    assert c is not None
+    assert store.write_result(c, "succeeded", now=1.1, result_ref="42")
+    assert store.redeliver("j-0001", now=2.0)
+    again = claim(store, "w2", now=2.1)
+    # Delivered again with its records as they were: the worker can tell it is done.
+    assert again is not None
+    assert (again.execution_state, again.side_effect_state) == ("succeeded", "confirmed")
+    assert store.write_result(again, "succeeded", now=2.2)
+    assert job(store).result_ref == "42"  # closing it again keeps the reference

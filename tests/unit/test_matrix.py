@@ -17,7 +17,7 @@ from scenarios.table import BY_NAME, NETWORK_POINTS, SCENARIOS, Scenario
 
 def test_every_row_of_the_table_is_a_scenario() -> None:
     names = {s.name for s in SCENARIOS}
-    assert len(names) == 14
+    assert len(names) == 17
     assert {m.exposed_by for m in MUTANTS.values()} <= names
 
 
@@ -229,3 +229,35 @@ def test_the_reference_targets_cells_keep_their_ids() -> None:
     assert "duplicate_delivery.redelivered_while_in_flight.idempotent.none.sqlite.process" in ids
     assert not any(".redelivered_while_in_flight.plain." in i for i in ids)
     assert all(c.provider_name is None for c in cells())
+
+
+def test_the_multi_step_row_runs_for_a_command_target_only_with_steps() -> None:
+    declared = [("billing", "idempotent"), ("mailer", "plain")]
+    row = [BY_NAME["multi_step_job"]]
+    assert cells(row, declared=declared) == []
+    steps = [("charge", "billing"), ("receipt", "mailer")]
+    got = cells(row, declared=declared, steps=steps)
+    # Its own steps' boundaries, aimed at its first step's provider.
+    assert [c.point for c in got] == [
+        "before_external_call@charge",
+        "after_external_call@charge",
+        "after_local_write@charge",
+        "before_external_call@receipt",
+        "after_external_call@receipt",
+    ]
+    assert {c.provider_name for c in got} == {"billing"}
+    chosen = select_cells(
+        scenarios=["multi_step_job"],
+        points=["after_local_write@charge"],
+        declared=declared,
+        steps=steps,
+    )
+    assert [c.id for c in chosen] == [
+        "multi_step_job.after_local_write@charge.billing.SIGKILL.sqlite.process"
+    ]
+
+
+def test_the_reference_runs_the_tables_own_steps_at_every_kind() -> None:
+    got = cells([BY_NAME["multi_step_job"]])
+    assert {c.provider for c in got} == {"idempotent", "plain", "unqueryable"}
+    assert all("@" in c.point for c in got)

@@ -405,3 +405,64 @@ def test_an_acknowledged_job_with_no_effect_at_a_provider_it_wrote_to_is_lost() 
     assert run(
         [write(1.0, provider="billing"), refused], ledger=[done()], provider_kinds=kinds
     ) == {"nothing_lost"}
+
+
+# -- 8. resumes_at_missing_step -----------------------------------------------------------
+
+#: A ticket at svc, then a notification at notify (the reference's multi-step job).
+STEPS = {"j-1": (("ticket", "svc"), ("notify", "notify"))}
+TWO = {"svc": "idempotent", "notify": "idempotent"}
+
+
+def ticket(t: float, **kw: Any) -> Arrival:
+    return write(t, idempotency_key="effect-j-1-ticket", **kw)
+
+
+def notify(t: float, **kw: Any) -> Arrival:
+    return write(t, provider="notify", idempotency_key="effect-j-1-notify", **kw)
+
+
+def steps_run(arrivals: list[Arrival], *more: Event, **kw: Any) -> set[str]:
+    kw.setdefault("ledger", [done()])
+    return run(arrivals, *more, provider_kinds=TWO, job_steps=STEPS, **kw)
+
+
+def test_a_crash_after_step_one_that_leads_to_step_two_only_holds() -> None:
+    # The ticket took effect, the worker died with the answer in hand; its successor
+    # looks the ticket up and sends only the missing notification.
+    looked = lookup(2.0, idempotency_key="effect-j-1-ticket")
+    assert steps_run([ticket(1.0), looked, notify(3.0)], signal(1.5)) == set()
+
+
+def test_a_second_step_one_after_it_took_effect_is_caught_even_when_replayed() -> None:
+    # Same key, so the provider replays it and nothing else notices: the worker rolled the
+    # whole job back to its first step instead of resuming at the missing one.
+    again = ticket(2.0, committed=False, replayed=True)
+    found = steps_run([ticket(1.0), again, notify(3.0)], signal(1.5))
+    assert found == {"resumes_at_missing_step"}
+
+
+def test_the_violation_names_the_step_and_points_at_the_repeat() -> None:
+    first, again = ticket(1.0), ticket(2.0, committed=False, replayed=True)
+    events = history([first, again, notify(3.0)])
+    found = check(events, facts(provider_kinds=TWO, job_steps=STEPS, job_states=[done()]))
+    [v] = [v for v in found if v.invariant == "resumes_at_missing_step"]
+    assert "step 'ticket'" in v.message
+    assert v.evidence["arrivals"][0]["id"] == again.id
+    assert events[v.events[-1]].kind in ("arrival", "commit")
+
+
+def test_step_two_before_step_one_took_effect_is_out_of_order() -> None:
+    failed = ticket(1.0, status=503, committed=False)
+    found = steps_run([failed, notify(2.0)], ledger=[done(delivery_state="dead_lettered")])
+    assert found == {"resumes_at_missing_step"}
+
+
+def test_an_acknowledged_job_without_its_last_step_is_lost() -> None:
+    assert "nothing_lost" in steps_run([ticket(1.0)])
+
+
+def test_single_step_jobs_are_not_held_to_steps() -> None:
+    # A second delivery under the same key after the commit is the provider's to absorb.
+    again = write(2.0, committed=False, replayed=True)
+    assert run([write(1.0), again], ledger=[done()]) == set()

@@ -20,7 +20,7 @@ from rich.console import Console
 from harness.cli import main
 from harness.commands.console import print_summary
 from harness.commands.points import POINTS_SCHEMA, points_command
-from scenarios.table import SCENARIOS, Scenario
+from scenarios.table import SCENARIOS, Scenario, Step
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = sorted({s.name for s in SCENARIOS} | {p for s in SCENARIOS for p in s.points})
@@ -76,7 +76,10 @@ def test_json_round_trips_the_table() -> None:
     doc = json.loads(result.output)
     assert doc["schema"] == POINTS_SCHEMA
     back = [
-        Scenario(**{k: tuple(v) if isinstance(v, list) else v for k, v in s.items()})
+        Scenario(
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in s.items() if k != "steps"},
+            steps=tuple(Step(**step) for step in s["steps"]),
+        )
         for s in doc["scenarios"]
     ]
     assert back == list(SCENARIOS)

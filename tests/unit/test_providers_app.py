@@ -335,3 +335,44 @@ def test_wait_on_unknown_fault_is_404(idem: ProviderApp) -> None:
 def test_wait_times_out_with_408(idem: ProviderApp) -> None:
     fault_id = idem.board.arm(Fault("hold_after_commit"))
     assert get(idem, f"/_control/faults/{fault_id}/held?timeout_s=0").status == 408
+
+
+def control(app: ProviderApp, method: str, path: str, body: Any = None) -> Reply:
+    raw = b"" if body is None else json.dumps(body).encode()
+    return app.handle(Request(method, path, dict(JSON), raw))
+
+
+def test_the_key_ttl_is_a_setting_of_the_running_provider(tmp_path: Path) -> None:
+    now = [1000.0]
+    store = Store(tmp_path / "p.db", provider="idempotent", wall=lambda: now[0])
+    app = ProviderApp(kind="idempotent", name="svc", store=store)
+    assert json.loads(control(app, "GET", "/_control/settings").body) == {"key_ttl_s": 86400.0}
+    reply = control(app, "POST", "/_control/settings", {"key_ttl_s": 5})
+    assert (reply.status, json.loads(reply.body)) == (200, {"key_ttl_s": 5.0})
+    assert post(app, {"job_id": "j-1"}, key="k1").status == 201
+    now[0] += 4.0
+    assert ("Idempotent-Replayed", "true") in post(app, {"job_id": "j-1"}, key="k1").headers
+    now[0] += 2.0
+    # Forgotten: the same key is a new request, and the lookup knows it no more.
+    fresh = post(app, {"job_id": "j-1"}, key="k1")
+    assert (fresh.status, ("Idempotent-Replayed", "true") in fresh.headers) == (201, False)
+    assert len(store.effects()) == 2
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"key_ttl_s": 0},
+        {"key_ttl_s": -1},
+        {"key_ttl_s": "5"},
+        {"key_ttl_s": True},
+        {"key_ttl_s": None},
+        {"key_ttl_s": 10**400},
+        {"x": 1},
+    ],
+)
+def test_a_bad_setting_is_refused_and_changes_nothing(idem: ProviderApp, body: Any) -> None:
+    reply = control(idem, "POST", "/_control/settings", body)
+    assert reply.status == 422
+    assert idem.store.key_ttl_s == 86400.0

@@ -22,6 +22,20 @@ def test_job_and_attempt_filters() -> None:
     assert holds.claim("after_claim", "j-2", 2) is gate
 
 
+def test_a_step_hold_waits_for_that_step_only() -> None:
+    holds = Holds()
+    gate = holds.arm("before_external_call", "j-1", None, 1, step="notify")
+    assert holds.claim("before_external_call", "j-1", 1) is None  # a single-step line
+    assert holds.claim("before_external_call", "j-1", 1, "ticket") is None
+    assert holds.claim("before_external_call", "j-1", 1, "notify") is gate
+
+
+def test_a_hold_without_a_step_takes_any_step() -> None:
+    holds = Holds()
+    gate = holds.arm("after_claim", "j-1", None, 1)
+    assert holds.claim("after_claim", "j-1", 1, "ticket") is gate
+
+
 def test_times_counts_down_then_hits_pass() -> None:
     holds = Holds()
     gate = holds.arm("p", None, None, 2)

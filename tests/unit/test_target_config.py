@@ -695,3 +695,69 @@ def test_each_docker_mistake_is_one_line_naming_file_key_and_fix(
 def test_the_docker_mistakes_are_distinct() -> None:
     seen = [m[2] for m in DOCKER_MISTAKES]
     assert len(seen) == len(set(seen))
+
+
+STEPS = """
+[[target.steps]]
+name = "charge"
+provider = "billing"
+
+[[target.steps]]
+name = "receipt"
+provider = "mailer"
+"""
+
+
+def with_steps(steps: str) -> str:
+    return edited("[target.ledger]", steps.strip() + "\n\n[target.ledger]")
+
+
+def test_declared_steps_load_in_order(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, with_steps(STEPS)))
+    assert config.steps == (("charge", "billing"), ("receipt", "mailer"))
+    assert load_config(write(tmp_path, GOOD, "plain.toml")).steps == ()
+
+
+@pytest.mark.parametrize(
+    ("steps", "says", "fix"),
+    [
+        pytest.param(
+            '[[target.steps]]\nname = "charge"\nprovider = "billing"',
+            "target.steps must list two steps or more",
+            "[[target.steps]]",
+            id="one-step",
+        ),
+        pytest.param(
+            STEPS.replace('provider = "mailer"', 'provider = "sms"'),
+            'target.steps[1].provider "sms" is not a declared provider',
+            "name one of billing, mailer",
+            id="undeclared-provider",
+        ),
+        pytest.param(
+            STEPS.replace('provider = "mailer"', 'provider = "billing"'),
+            'target.steps[1].provider "billing" already has a step',
+            "a provider of its own",
+            id="shared-provider",
+        ),
+        pytest.param(
+            STEPS.replace('"receipt"', '"charge"'),
+            'target.steps[1].name "charge" is not a new name',
+            "its own name",
+            id="twice",
+        ),
+        pytest.param(
+            STEPS.replace('"receipt"', '"re.ceipt"'),
+            "target.steps[1].name",
+            "its own name",
+            id="dot-in-name",
+        ),
+        pytest.param(
+            STEPS.replace('provider = "mailer"', 'provider = "mailer"\nretries = 2'),
+            "target.steps[1].retries is not a known key",
+            "[[target.steps]] allows name, provider",
+            id="unknown-key",
+        ),
+    ],
+)
+def test_each_steps_mistake_is_one_line(tmp_path: Path, steps: str, says: str, fix: str) -> None:
+    assert_one_line(write(tmp_path, with_steps(steps)), says, fix)

@@ -58,7 +58,7 @@ def test_view_quiescence_and_restore(tmp_path: Path) -> None:
 def test_every_mutant_names_a_known_invariant_and_scenario() -> None:
     from scenarios.table import BY_NAME
 
-    assert len(MUTANTS) == 13
+    assert len(MUTANTS) == 16
     for name, m in MUTANTS.items():
         assert m.name == name
         assert m.invariant in INVARIANTS
