@@ -14,6 +14,7 @@ import socket
 import struct
 import sys
 import threading
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType
@@ -183,6 +184,8 @@ def build(
     peer_pids: bool = True,
     hold_max_s: float = 300.0,
     secret: str | None = None,
+    transport: str = "http",
+    tool_hints: Mapping[str, bool] | None = None,
 ) -> ProviderServer:
     if not is_loopback(host):
         raise ValueError(f"host={host!r} is not loopback; providers bind 127.0.0.1 only")
@@ -193,6 +196,9 @@ def build(
         store=store,
         board=FaultBoard(hold_max_s=hold_max_s),
         secret=secret,
+        transport=transport,
+        tool_hints=tool_hints,
+        server=(host, port),
     )
     return ProviderServer((host, port), app, peer_pids=peer_pids)
 
@@ -233,6 +239,7 @@ def serve_forever(
     server.app.board.close()
     server.shutdown()
     server.server_close()
+    server.app.close()
 
 
 def _stop_at_eof(stop: threading.Event) -> None:
