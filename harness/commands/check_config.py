@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -357,13 +358,17 @@ def _status_line(seen: Seen) -> Line:
 
 def _effect_line(seen: Seen) -> Line:
     effects = _effects(seen)
-    where = ", ".join(sorted({e.provider for e in effects}))
-    if len(effects) == 1:
-        return Line(OK, f"exactly one effect for {JOB} (at {where})")
+    per = Counter(e.provider for e in effects)
+    where = ", ".join(sorted(per))
+    # A job owes one effect at each provider it calls (a charge, then a receipt).
+    twice = sorted(name for name, n in per.items() if n > 1)
+    if effects and not twice:
+        return Line(OK, f"exactly one effect for {JOB} at each of {where}")
     if effects:
+        shown = ", ".join(f"{per[name]} at {name}" for name in twice)
         return Line(
             FAIL,
-            f"{len(effects)} effects for {JOB} at {where}: it was sent more than once",
+            f"{shown} for {JOB}: it was sent more than once",
             "derive the idempotency key (or client_marker) from the job id and send each job once",
         )
     return Line(
