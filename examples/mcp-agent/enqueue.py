@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 
 import mcpagent  # noqa: F401  (puts the RQ example's record on the path)
-from rqbilling.record import Record
-
 from mcpagent.settings import Settings
+from rqbilling.record import Record
 
 
 def main(argv: list[str]) -> int:

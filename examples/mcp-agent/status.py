@@ -12,9 +12,8 @@ import json
 import sys
 
 import mcpagent  # noqa: F401  (puts the RQ example's record on the path)
-from rqbilling.record import status
-
 from mcpagent.settings import Settings
+from rqbilling.record import status
 
 
 def main(argv: list[str]) -> int:

@@ -20,10 +20,9 @@ import sys
 import time
 
 import mcpagent  # noqa: F401  (puts the RQ example's record on the path)
-from rqbilling.record import Record
-
 from mcpagent.agent import handle, log
 from mcpagent.settings import BUGS, Settings
+from rqbilling.record import Record
 
 
 def _exit_now(signum: int, frame: object) -> None:

@@ -55,9 +55,10 @@ class Tools:
         headers = {"X-Worker-Id": self.worker_id, "X-Fencing-Token": str(token)}
         http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(self.timeout_s))
         transport = streamable_http_client(server.endpoint, http_client=http)
+        client = Client(transport, read_timeout_seconds=self.timeout_s, cache=None)
         sent = False
         try:
-            async with http, Client(transport, read_timeout_seconds=self.timeout_s, cache=None) as c:
+            async with http, client as c:
                 sent = True
                 result = await c.call_tool(tool, arguments)
         except (Exception, asyncio.CancelledError) as exc:
