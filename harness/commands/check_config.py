@@ -365,10 +365,10 @@ def _effect_line(seen: Seen) -> Line:
     if effects and not twice:
         return Line(OK, f"exactly one effect for {JOB} at each of {where}")
     if effects:
-        shown = ", ".join(f"{per[name]} at {name}" for name in twice)
+        shown = "; ".join(f"{per[name]} effects for {JOB} at {name}" for name in twice)
         return Line(
             FAIL,
-            f"{shown} for {JOB}: it was sent more than once",
+            f"{shown}: it was sent more than once",
             "derive the idempotency key (or client_marker) from the job id and send each job once",
         )
     return Line(
