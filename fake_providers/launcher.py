@@ -23,6 +23,8 @@ from harness.contract.env import provider_env_var
 from harness.contract.errors import ProviderError
 
 _live: set[ProviderProcess] = set()
+#: How long an MCP provider may take to be ready: it loads the SDK first (LOAD_TIMEOUT_S).
+MCP_STARTUP_TIMEOUT_S = 30.0
 
 
 class ProviderProcess:
@@ -244,7 +246,7 @@ def start_provider(
     key_ttl_s: float = 86400.0,
     peer_pids: bool = True,
     hold_max_s: float = 300.0,
-    startup_timeout_s: float = 5.0,
+    startup_timeout_s: float | None = None,
     transport: str = "http",
     tool_hints: Mapping[str, bool] | None = None,
 ) -> ProviderProcess:
@@ -255,7 +257,8 @@ def start_provider(
     provider's stderr goes to ``<state_path>.log``, which survives its crashes. A hold
     nobody releases ends as a drop after ``hold_max_s``. ``transport="mcp"`` serves the
     kind's tools at ``url + "/mcp"`` as well (``tool_hints`` override its write tool's
-    annotations).
+    annotations). ``startup_timeout_s`` defaults to 5 s, and to 30 s for an MCP
+    provider, which is ready only once the SDK has loaded (seconds on a busy machine).
     """
     if kind not in KINDS:
         raise ProviderError(f"provider kind={kind!r} is unknown; use one of {', '.join(KINDS)}")
@@ -277,7 +280,8 @@ def start_provider(
         key_ttl_s=key_ttl_s,
         peer_pids=peer_pids,
         hold_max_s=hold_max_s,
-        startup_timeout_s=startup_timeout_s,
+        startup_timeout_s=startup_timeout_s
+        or (MCP_STARTUP_TIMEOUT_S if transport == "mcp" else 5.0),
         transport=transport,
         tool_hints=tool_hints,
     )

@@ -7,8 +7,9 @@ held keyed write, a ``drop_after_commit`` resets the MCP client's connection aft
 commit. A tool answers what the HTTP route would have, as structured content
 (``status``, ``replayed``, ``body``), an error status as an ``isError`` result.
 
-The SDK takes most of a second to import, so it loads in a thread while the provider
-already answers; a first ``/mcp`` request waits for it.
+The SDK takes most of a second to import; it loads in a thread while the server binds
+and starts, and the provider says it is ready only once the endpoint is (a first tool
+call that waited for the import would be latency nobody injected).
 """
 
 from __future__ import annotations
@@ -66,6 +67,11 @@ class McpEndpoint:
             self._error = f"{type(exc).__name__}: {exc}"
         finally:
             self._loaded.set()
+
+    @property
+    def error(self) -> str | None:
+        """Why the endpoint could not be loaded, once it failed."""
+        return self._error
 
     def wait_loaded(self, timeout_s: float = LOAD_TIMEOUT_S) -> bool:
         return self._loaded.wait(timeout_s) and self._bridge is not None

@@ -231,6 +231,14 @@ def serve_forever(
         target=server.serve_forever, args=(0.05,), name="provider-accept", daemon=True
     )
     loop.start()
+    endpoint = server.app.mcp
+    if endpoint is not None and not endpoint.wait_loaded():
+        # Never ready with a tool server that cannot answer: say why, and exit.
+        sys.stderr.write(f"the MCP endpoint did not load: {endpoint.error or 'timed out'}\n")
+        sys.stderr.flush()
+        server.shutdown()
+        server.server_close()
+        sys.exit(1)
     ready = {"ready": True, "url": server.url, "pid": os.getpid(), **(announce or {})}
     sys.stdout.write(json.dumps(ready) + "\n")
     sys.stdout.flush()
