@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import parse_qs, urlsplit
 
 from fake_providers.control import ControlAPI
@@ -31,6 +31,10 @@ from fake_providers.openapi import describe
 from fake_providers.problems import PROBLEM_TYPE, Problem
 from fake_providers.seal import SECRET_HEADER, authorized, is_sealed
 from fake_providers.store import ArrivalIn, Store
+from fake_providers.tools import MCP_PATH, TRANSPORTS, tools_for
+
+if TYPE_CHECKING:
+    from fake_providers.mcp_tools import McpEndpoint
 
 MAX_BODY_BYTES = 1 << 20
 #: SQLite's largest integer: no arrival id is above it, so ``after`` never needs to be.
@@ -64,9 +68,16 @@ class ProviderApp:
         board: FaultBoard | None = None,
         sleep: Callable[[float], None] = time.sleep,
         secret: str | None = None,
+        transport: str = "http",
+        tool_hints: Mapping[str, bool] | None = None,
+        server: tuple[str, int] = ("127.0.0.1", 0),
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"provider kind={kind!r} is unknown; use one of {', '.join(KINDS)}")
+        if transport not in TRANSPORTS:
+            raise ValueError(
+                f"transport={transport!r} is unknown; use one of {', '.join(TRANSPORTS)}"
+            )
         self.kind = kind
         self.name = name
         self.store = store
@@ -77,10 +88,30 @@ class ProviderApp:
         self.secret = secret
         self.write_path = WRITE_PATHS[kind]
         self._description = describe(kind, hold_max_s=self.board.hold_max_s)
+        self.transport = transport
+        #: The tools ``/mcp`` serves (a provider started with transport "mcp" only).
+        self.tools = tools_for(kind, tool_hints) if transport == "mcp" else ()
+        self.mcp: McpEndpoint | None = None
+        if transport == "mcp":
+            from fake_providers.mcp_tools import McpEndpoint
+
+            self.mcp = McpEndpoint(
+                name=name,
+                tools=self.tools,
+                write=self.tool_write,
+                lookup=self.tool_lookup,
+                server=server,
+            )
+
+    def close(self) -> None:
+        if self.mcp is not None:
+            self.mcp.close()
 
     def wants_peer_pid(self, path: str, headers: Mapping[str, str]) -> bool:
         """Whether this request's sender is worth a /proc scan: workers, never the harness."""
-        return path.startswith("/v1/") or (is_sealed(path) and not authorized(headers, self.secret))
+        return path.startswith(("/v1/", MCP_PATH)) or (
+            is_sealed(path) and not authorized(headers, self.secret)
+        )
 
     # -- routing --------------------------------------------------------------------
 
@@ -88,7 +119,7 @@ class ProviderApp:
         url = urlsplit(req.target)
         path, query = url.path, parse_qs(url.query, keep_blank_values=True)
         try:
-            return self._route(req, path, query)
+            return self._route(req, path, query, url.query.encode("latin-1", "replace"))
         except Problem as p:
             return Reply.problem(p, instance=path)
         except Exception as exc:  # the fake must never answer a bare 500
@@ -96,7 +127,9 @@ class ProviderApp:
                 Problem(500, f"provider bug: {type(exc).__name__}: {exc}"), instance=path
             )
 
-    def _route(self, req: Request, path: str, query: dict[str, list[str]]) -> Reply:
+    def _route(
+        self, req: Request, path: str, query: dict[str, list[str]], query_raw: bytes = b""
+    ) -> Reply:
         if is_sealed(path) and not authorized(req.headers, self.secret):
             self._deny(req, path)
         routes: dict[str, dict[str, Callable[[], Reply]]] = {
@@ -109,6 +142,8 @@ class ProviderApp:
                 "GET": lambda: Reply.json(200, self.store.arrivals(after=_after(query)))
             },
             "/_oracle/effects": {"GET": lambda: Reply.json(200, self.store.effects())},
+            "/_oracle/tools": {"GET": lambda: Reply.json(200, [t.to_json() for t in self.tools])},
+            MCP_PATH: {m: lambda: self._mcp(req, query_raw) for m in ("POST", "GET", "DELETE")},
         }
         methods = routes.get(path)
         if methods is None and path.startswith("/_control/"):
@@ -147,6 +182,29 @@ class ProviderApp:
         )
 
     # -- business API ---------------------------------------------------------------
+
+    def _mcp(self, req: Request, query: bytes) -> Reply:
+        if self.mcp is None:
+            raise Problem(
+                404,
+                f"this {self.kind} provider speaks HTTP, not MCP; declare "
+                f'transport = "mcp" for it (or start it with --transport mcp)',
+            )
+        return self.mcp.handle(req, query)
+
+    def tool_write(self, req: Request, path: str) -> Reply:
+        """A tool call's write: the kind's write, recorded under the tool's ``path``."""
+        try:
+            return self._write(req, path)
+        except Problem as p:
+            return Reply.problem(p, instance=path)
+
+    def tool_lookup(self, req: Request, path: str, query: dict[str, list[str]]) -> Reply:
+        """A tool call's lookup: the kind's lookup, recorded under the tool's ``path``."""
+        try:
+            return self._lookup(req, path, query)
+        except Problem as p:
+            return Reply.problem(p, instance=path)
 
     def _write(self, req: Request, path: str) -> Reply:
         w = self._parse_write(req, path)

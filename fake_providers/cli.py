@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from fake_providers.models import KINDS
+from fake_providers.tools import TRANSPORTS
 
 
 @click.command("serve")
@@ -48,6 +49,18 @@ from fake_providers.models import KINDS
     help="A hold nobody releases ends as a drop after this many seconds.",
 )
 @click.option(
+    "--transport",
+    type=click.Choice(TRANSPORTS),
+    default="http",
+    show_default=True,
+    help="mcp also serves the kind's tools at /mcp (Model Context Protocol, streamable HTTP).",
+)
+@click.option(
+    "--tool-hints",
+    default=None,
+    help="Override the write tool's MCP annotations, as JSON: '{\"idempotentHint\": true}'.",
+)
+@click.option(
     "--exit-on-stdin-eof",
     is_flag=True,
     help="Stop when stdin closes (a launcher's pipe: stop when the launcher dies).",
@@ -76,6 +89,8 @@ def serve(
     key_ttl_s: float,
     host: str,
     hold_max_s: float,
+    transport: str,
+    tool_hints: str | None,
     exit_on_stdin_eof: bool,
     no_peer_pid: bool,
     secret_stdin: bool,
@@ -94,6 +109,16 @@ def serve(
         raise click.BadParameter(
             f"{host!r} is not a loopback address; use 127.0.0.1", param_hint="--host"
         )
+    hints = None
+    if tool_hints is not None:
+        from fake_providers.tools import parse_hints
+
+        if transport != "mcp":
+            raise click.UsageError("--tool-hints needs --transport mcp (only tools have hints)")
+        try:
+            hints = parse_hints(tool_hints)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--tool-hints") from None
     if secret_stdin and no_secret:
         raise click.UsageError("--secret-stdin and --no-secret contradict each other; pick one")
     announce: dict[str, str] = {}
@@ -118,6 +143,8 @@ def serve(
             peer_pids=not no_peer_pid,
             hold_max_s=hold_max_s,
             secret=secret,
+            transport=transport,
+            tool_hints=hints,
         )
     except (OSError, sqlite3.Error) as exc:
         raise click.ClickException(

@@ -122,6 +122,11 @@ class ProviderClient:
         """Every committed effect, in commit order: the ground truth."""
         return [Effect.from_json(e) for e in self._call("GET", "/_oracle/effects")]
 
+    def tools(self) -> list[dict[str, Any]]:
+        """The tools the provider serves at ``/mcp`` with their annotations, as declared
+        to MCP clients (``name``, ``role``, ``path``, ``annotations``); none on HTTP."""
+        return list(self._call("GET", "/_oracle/tools"))
+
     # -- plumbing -------------------------------------------------------------------
 
     def _call(self, method: str, path: str, **kw: Any) -> Any:

@@ -11,16 +11,20 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
 from fake_providers.client import ProviderClient
 from fake_providers.models import KINDS
 from fake_providers.seal import make_secret
+from fake_providers.tools import TRANSPORTS
 from harness.contract.env import provider_env_var
 from harness.contract.errors import ProviderError
 
 _live: set[ProviderProcess] = set()
+#: How long an MCP provider may take to be ready: it loads the SDK first (LOAD_TIMEOUT_S).
+MCP_STARTUP_TIMEOUT_S = 30.0
 
 
 class ProviderProcess:
@@ -41,8 +45,13 @@ class ProviderProcess:
         peer_pids: bool,
         hold_max_s: float,
         startup_timeout_s: float,
+        transport: str = "http",
+        tool_hints: Mapping[str, bool] | None = None,
     ) -> None:
         self.kind = kind
+        #: "http", or "mcp": the kind's tools are served at ``url + "/mcp"`` too.
+        self.transport = transport
+        self.tool_hints = dict(tool_hints) if tool_hints else None
         self.name = name
         self.state_path = state_path
         self.log_path = state_path.with_name(state_path.name + ".log")
@@ -144,6 +153,10 @@ class ProviderProcess:
             "--exit-on-stdin-eof",
             "--secret-stdin",
         ]
+        if self.transport != "http":
+            argv += ["--transport", self.transport]
+        if self.tool_hints:
+            argv += ["--tool-hints", json.dumps(self.tool_hints)]
         if not self._peer_pids:
             argv.append("--no-peer-pid")
         with open(self.log_path, "ab") as log:
@@ -233,17 +246,26 @@ def start_provider(
     key_ttl_s: float = 86400.0,
     peer_pids: bool = True,
     hold_max_s: float = 300.0,
-    startup_timeout_s: float = 5.0,
+    startup_timeout_s: float | None = None,
+    transport: str = "http",
+    tool_hints: Mapping[str, bool] | None = None,
 ) -> ProviderProcess:
     """Start a ``kind`` provider on loopback; returns once it answers.
 
     ``name`` (default: ``kind``) labels its arrivals and effects and names the worker's
     ``CRASHPOINT_PROVIDER_<NAME>_URL`` variable (see ``ProviderProcess.env``). The
     provider's stderr goes to ``<state_path>.log``, which survives its crashes. A hold
-    nobody releases ends as a drop after ``hold_max_s``.
+    nobody releases ends as a drop after ``hold_max_s``. ``transport="mcp"`` serves the
+    kind's tools at ``url + "/mcp"`` as well (``tool_hints`` override its write tool's
+    annotations). ``startup_timeout_s`` defaults to 5 s, and to 30 s for an MCP
+    provider, which is ready only once the SDK has loaded (seconds on a busy machine).
     """
     if kind not in KINDS:
         raise ProviderError(f"provider kind={kind!r} is unknown; use one of {', '.join(KINDS)}")
+    if transport not in TRANSPORTS:
+        raise ProviderError(
+            f"provider transport={transport!r} is unknown; use one of {', '.join(TRANSPORTS)}"
+        )
     state_path = Path(state_path)
     if not state_path.parent.is_dir():
         raise ProviderError(
@@ -258,7 +280,10 @@ def start_provider(
         key_ttl_s=key_ttl_s,
         peer_pids=peer_pids,
         hold_max_s=hold_max_s,
-        startup_timeout_s=startup_timeout_s,
+        startup_timeout_s=startup_timeout_s
+        or (MCP_STARTUP_TIMEOUT_S if transport == "mcp" else 5.0),
+        transport=transport,
+        tool_hints=tool_hints,
     )
     return p
 

@@ -412,6 +412,20 @@ def _oracle() -> Doc:
                 }
             )
         },
+        "/_oracle/tools": {
+            "get": _sealed(
+                {
+                    "operationId": "tools",
+                    "summary": "The MCP tools served at /mcp (none unless --transport mcp)",
+                    "responses": {
+                        "200": _json(
+                            "Tools with the annotations they declare",
+                            {"type": "array", "items": {"type": "object"}},
+                        )
+                    },
+                }
+            )
+        },
     }
 
 

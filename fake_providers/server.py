@@ -14,6 +14,7 @@ import socket
 import struct
 import sys
 import threading
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType
@@ -183,6 +184,8 @@ def build(
     peer_pids: bool = True,
     hold_max_s: float = 300.0,
     secret: str | None = None,
+    transport: str = "http",
+    tool_hints: Mapping[str, bool] | None = None,
 ) -> ProviderServer:
     if not is_loopback(host):
         raise ValueError(f"host={host!r} is not loopback; providers bind 127.0.0.1 only")
@@ -193,6 +196,9 @@ def build(
         store=store,
         board=FaultBoard(hold_max_s=hold_max_s),
         secret=secret,
+        transport=transport,
+        tool_hints=tool_hints,
+        server=(host, port),
     )
     return ProviderServer((host, port), app, peer_pids=peer_pids)
 
@@ -225,6 +231,14 @@ def serve_forever(
         target=server.serve_forever, args=(0.05,), name="provider-accept", daemon=True
     )
     loop.start()
+    endpoint = server.app.mcp
+    if endpoint is not None and not endpoint.wait_loaded():
+        # Never ready with a tool server that cannot answer: say why, and exit.
+        sys.stderr.write(f"the MCP endpoint did not load: {endpoint.error or 'timed out'}\n")
+        sys.stderr.flush()
+        server.shutdown()
+        server.server_close()
+        sys.exit(1)
     ready = {"ready": True, "url": server.url, "pid": os.getpid(), **(announce or {})}
     sys.stdout.write(json.dumps(ready) + "\n")
     sys.stdout.flush()
@@ -233,6 +247,7 @@ def serve_forever(
     server.app.board.close()
     server.shutdown()
     server.server_close()
+    server.app.close()
 
 
 def _stop_at_eof(stop: threading.Event) -> None:

@@ -56,6 +56,11 @@ class TargetAdapter(Protocol):
         for a target whose one provider takes whatever kind the cell has."""
         ...
 
+    def provider_options(self) -> Mapping[str, Mapping[str, Any]]:
+        """Start options beyond kind and name, by provider name (``transport="mcp"`` for
+        a tool server); a provider not named starts as a plain HTTP provider."""
+        ...
+
     def setup(self) -> None: ...
 
     def attach_providers(self, providers: Sequence[ProviderLog], env: Mapping[str, str]) -> None:

@@ -155,7 +155,7 @@ class Trial:
         for _, name in self.steps:
             # The reference's later steps call providers of the cell's kind of their own.
             declared.setdefault(name, self.cell.provider)
-        self.providers = start_providers(declared, self.dir)
+        self.providers = start_providers(declared, self.dir, self.target.provider_options())
         ttl = self.cell.scenario.key_ttl_s
         if ttl is not None:
             for provider in self.providers.values():
@@ -163,8 +163,12 @@ class Trial:
                     provider.client.configure(key_ttl_s=ttl)
         self.provider = self.providers[self.provider_name]
         self.provider_url = self.provider.url
-        for provider in self.providers.values():
+        for name, provider in self.providers.items():
             self.observer.watch_provider(provider.client)
+            if provider.transport == "mcp":
+                # What each tool declares, as its clients read it: the oracle holds the
+                # annotations to what the provider then does (tool_annotations).
+                self.history.append(f"provider:{name}", "tools", tools=provider.client.tools())
         self.rendezvous = Rendezvous(
             str(self.dir / "failpoints.sock"), history=self.history, names=self.names.name_of
         )
@@ -512,13 +516,19 @@ class Trial:
         )
 
 
-def start_providers(declared: Mapping[str, str], trial_dir: Path) -> dict[str, ProviderProcess]:
+def start_providers(
+    declared: Mapping[str, str],
+    trial_dir: Path,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, ProviderProcess]:
     """Start one provider process per declared ``name -> kind``, side by side (each start
-    is a process launch; in sequence they would add up on every trial)."""
+    is a process launch; in sequence they would add up on every trial). ``options`` adds
+    start options by name (an MCP tool server's transport)."""
 
     def start(name: str) -> ProviderProcess:
         state = trial_dir / f"provider-{provider_env_name(name).lower()}.db"
-        return start_provider(declared[name], state_path=state, name=name)
+        extra = dict((options or {}).get(name, {}))
+        return start_provider(declared[name], state_path=state, name=name, **extra)
 
     if len(declared) == 1:
         return {name: start(name) for name in declared}

@@ -46,6 +46,7 @@ KIND_GROUPS: dict[str, str] = {
     K.RESTORE: "fault",
     K.CONTROL_DENIED: "fault",
     K.FAILPOINT: "failpoint",
+    K.TOOLS: "provider",
     K.NOTE: "note",
 }
 GROUP_LABELS: dict[str, str] = {

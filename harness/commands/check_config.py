@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,13 @@ from harness.contract.env import (
 )
 from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import ExitCode
-from harness.targets.config import CommandConfig, JobStatus, find_config, load_config
+from harness.targets.config import (
+    CommandConfig,
+    JobStatus,
+    ProviderDecl,
+    find_config,
+    load_config,
+)
 
 JOB = "j-0001"
 #: The boundaries a job passes when nothing goes wrong, in order.
@@ -53,6 +60,8 @@ HELD_POINTS = ("before_external_call", "after_external_call")
 SETTLE_S = 0.5
 _POLL_S = 0.1
 _WRITE_PATH = {"idempotent": "/v1/effects", "plain": "/v1/sends", "unqueryable": "/v1/sends"}
+#: The write tool of an MCP provider, by kind (fake_providers.tools has the whole table).
+_TOOL = {"idempotent": "create_ticket", "plain": "send_message", "unqueryable": "send_message"}
 
 
 Mark = Literal["ok", "fail", "warn", "skip"]
@@ -144,7 +153,10 @@ def static_lines(config: CommandConfig) -> list[Line]:
                 )
             )
     if not lines:
-        names = ", ".join(f"{p.name} ({p.kind})" for p in config.providers)
+        names = ", ".join(
+            f"{p.name} ({p.kind}{', over MCP' if p.transport == 'mcp' else ''})"
+            for p in config.providers
+        )
         lines.append(Line(OK, f"configuration is valid: providers {names}"))
     return lines
 
@@ -167,7 +179,9 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
         watchdog.watch_dir(work)
         providers = {
             p.name: stack.enter_context(
-                start_provider(p.kind, state_path=work / f"provider-{i}.db", name=p.name)
+                start_provider(
+                    p.kind, state_path=work / f"provider-{i}.db", name=p.name, **p.start_options()
+                )
             )
             for i, p in enumerate(config.providers)
         }
@@ -226,7 +240,7 @@ def judge(seen: Seen) -> list[Line]:
             )
         )
     for p in config.providers:
-        lines.append(_provider_line(seen, p.name, p.kind, first=p.name == first.name))
+        lines.append(_provider_line(seen, p, first=p.name == first.name))
     writes = [a for a in seen.arrivals.get(first.name, []) if a.kind == "write"]
     if writes:
         lines.append(_write_line(writes[0], first.kind))
@@ -236,7 +250,8 @@ def judge(seen: Seen) -> list[Line]:
     return lines
 
 
-def _provider_line(seen: Seen, name: str, kind: str, *, first: bool) -> Line:
+def _provider_line(seen: Seen, p: ProviderDecl, *, first: bool) -> Line:
+    name = p.name
     arrivals = seen.arrivals.get(name, [])
     var = provider_env_var(name)
     if arrivals:
@@ -247,7 +262,9 @@ def _provider_line(seen: Seen, name: str, kind: str, *, first: bool) -> Line:
     return Line(
         FAIL,
         f"no request reached provider {name} in {seen.waited_s:.0f} s",
-        f"read the URL from {var} and POST {_WRITE_PATH[kind]} there for each job",
+        f"read the URL from {var} and POST {_WRITE_PATH[p.kind]} there for each job"
+        if p.transport == "http"
+        else f"read the URL from {var} and call its tool {_TOOL[p.kind]} at URL/mcp for each job",
     )
 
 
@@ -341,13 +358,17 @@ def _status_line(seen: Seen) -> Line:
 
 def _effect_line(seen: Seen) -> Line:
     effects = _effects(seen)
-    where = ", ".join(sorted({e.provider for e in effects}))
-    if len(effects) == 1:
-        return Line(OK, f"exactly one effect for {JOB} (at {where})")
+    per = Counter(e.provider for e in effects)
+    where = ", ".join(sorted(per))
+    # A job owes one effect at each provider it calls (a charge, then a receipt).
+    twice = sorted(name for name, n in per.items() if n > 1)
+    if effects and not twice:
+        return Line(OK, f"exactly one effect for {JOB} at each of {where}")
     if effects:
+        shown = "; ".join(f"{per[name]} effects for {JOB} at {name}" for name in twice)
         return Line(
             FAIL,
-            f"{len(effects)} effects for {JOB} at {where}: it was sent more than once",
+            f"{shown}: it was sent more than once",
             "derive the idempotency key (or client_marker) from the job id and send each job once",
         )
     return Line(

@@ -81,4 +81,6 @@ class EventKind(StrEnum):
     #: A request to a provider's control or oracle API without the run's secret (a worker
     #: reaching for the ground truth); the provider refused it with 403.
     CONTROL_DENIED = "control_denied"
+    #: An MCP provider's tools and the annotations they declare, once at trial start.
+    TOOLS = "tools"
     NOTE = "note"

@@ -16,6 +16,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from fake_providers.models import Arrival, Effect
+from harness.contract.vocabulary import EventKind
 from harness.history import Event
 
 _ARRIVAL_FIELDS = tuple(f.name for f in fields(Arrival))
@@ -116,6 +117,10 @@ class Record:
     related: Mapping[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     #: Signals sent to workers: the moments of the crashes that led to any violation.
     signals: tuple[int, ...] = ()
+    #: (provider, tool path) -> the annotations an MCP provider's tool declares, and
+    #: the index of the event that recorded them (see :data:`TOOLS_EVENT`).
+    tools: Mapping[tuple[str, str], Mapping[str, bool]] = field(default_factory=dict)
+    tools_index: Mapping[str, int] = field(default_factory=dict)
 
     def cite(self, facts: Iterable[object]) -> list[int]:
         """Indexes of the events behind ``facts``, with what concerns their arrivals and
@@ -136,6 +141,10 @@ class Record:
         return sorted(out)
 
 
+#: The event a trial starts with for each MCP provider: the tools it declares.
+TOOLS_EVENT = EventKind.TOOLS
+
+
 def is_provider_event(event: Event) -> bool:
     return event.source.startswith("provider:")
 
@@ -149,6 +158,8 @@ def read(events: Sequence[Event]) -> Record:
     index: dict[object, int] = {}
     related: dict[tuple[str, int], list[int]] = defaultdict(list)
     signals: list[int] = []
+    tools: dict[tuple[str, str], Mapping[str, bool]] = {}
+    tools_index: dict[str, int] = {}
     for i, e in enumerate(events):
         if e.kind in ("arrival", "reconcile") and is_provider_event(e):
             arrival: Arrival = _load(Arrival, _ARRIVAL_FIELDS, e, i)
@@ -171,6 +182,11 @@ def read(events: Sequence[Event]) -> Record:
             related[(e.source.removeprefix("provider:"), e.fields["arrival"])].append(i)
         elif e.kind == "signal":
             signals.append(i)
+        elif e.kind == TOOLS_EVENT and is_provider_event(e):
+            provider = e.source.removeprefix("provider:")
+            tools_index[provider] = i
+            for tool in e.fields.get("tools", ()):
+                tools[(provider, str(tool["path"]))] = dict(tool.get("annotations", {}))
     return Record(
         arrivals=tuple(arrivals),
         effects=tuple(effects),
@@ -180,6 +196,8 @@ def read(events: Sequence[Event]) -> Record:
         arrival_index={(a.provider, a.id): index[a] for a in arrivals},
         related={k: tuple(v) for k, v in related.items()},
         signals=tuple(signals),
+        tools=tools,
+        tools_index=tools_index,
     )
 
 

@@ -16,13 +16,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.history import Event
+from harness.oracle.annotations import NAME as TOOL_ANNOTATIONS
+from harness.oracle.annotations import tool_annotations
 from harness.oracle.evidence import Violation
 from harness.oracle.facts import Record, TrialFacts, read
 
 WarningCheck = Callable[[Record, TrialFacts], list[Violation]]
 
 #: Every warning check by name, in the order they run. Modules that define one add it here.
-WARNINGS: dict[str, WarningCheck] = {}
+WARNINGS: dict[str, WarningCheck] = {
+    TOOL_ANNOTATIONS: tool_annotations,
+}
 
 
 def warnings_of(events: Sequence[Event], facts: TrialFacts) -> list[Violation]:

@@ -181,6 +181,10 @@ class CommandAdapter:
         del kind
         return [(p.name, p.kind) for p in self.config.providers]
 
+    def provider_options(self) -> Mapping[str, Mapping[str, Any]]:
+        """The declared transports: a provider with ``transport = "mcp"`` is a tool server."""
+        return {p.name: p.start_options() for p in self.config.providers if p.start_options()}
+
     def setup(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.jobs_dir.mkdir(parents=True, exist_ok=True)

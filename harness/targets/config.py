@@ -28,6 +28,11 @@ provider = "mailer"
 [[providers]]
 name = "billing"
 kind = "idempotent"
+[[providers]]                         # an MCP tool server: the kind's tools at URL/mcp
+name = "tickets"
+kind = "idempotent"
+transport = "mcp"                     # optional: "http" (default) or "mcp"
+tool_hints = { idempotentHint = true }  # optional, mcp only: what its write tool declares
 ```
 
 Everything is checked before a worker starts: a mistake is one :class:`ConfigError` line
@@ -46,6 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
+from fake_providers.tools import HINTS as TOOL_HINTS
+from fake_providers.tools import TRANSPORTS
 from harness.contract.env import provider_env_name, provider_env_var
 from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import PROVIDER_KINDS
@@ -73,7 +80,7 @@ _STEP_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 DOCKER_KEYS = ("image", "build", "env", "workdir", "mounts", "user")
 MOUNT_KEYS = ("source", "target", "read_only")
 DOCKERFILE = "Dockerfile"
-PROVIDER_KEYS = ("name", "kind")
+PROVIDER_KEYS = ("name", "kind", "transport", "tool_hints")
 #: The only names a template may use; the harness fills them per job.
 PLACEHOLDERS = ("job_id", "payload_file")
 MAX_WORKERS = 64
@@ -118,6 +125,15 @@ _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(?::[A-Za-z0-9_][A-Za-z0-9_.-]*
 class ProviderDecl:
     name: str
     kind: str
+    transport: str = "http"
+    #: The write tool's annotations where they differ from the kind's honest ones (mcp).
+    tool_hints: tuple[tuple[str, bool], ...] = ()
+
+    def start_options(self) -> dict[str, Any]:
+        """What ``start_provider`` needs besides kind and name to start this one."""
+        if self.transport == "http":
+            return {}
+        return {"transport": self.transport, "tool_hints": dict(self.tool_hints) or None}
 
 
 @dataclass(frozen=True)
@@ -740,8 +756,49 @@ class _Schema:
                     "rename one so the worker can tell them apart",
                 )
             by_var[var] = name
-            decls.append(ProviderDecl(name, kind))
+            transport = entry.get("transport", "http")
+            if transport not in TRANSPORTS:
+                raise self.fail(
+                    f"{where}transport",
+                    f"is {_shown(transport)}",
+                    f"use one of {', '.join(_shown(t) for t in TRANSPORTS)} (default http)",
+                )
+            decls.append(
+                ProviderDecl(name, kind, transport, self.tool_hints(entry, where, transport))
+            )
         return tuple(decls)
+
+    def tool_hints(
+        self, entry: Mapping[str, Any], where: str, transport: str
+    ) -> tuple[tuple[str, bool], ...]:
+        if "tool_hints" not in entry:
+            return ()
+        hints = entry["tool_hints"]
+        key = f"{where}tool_hints"
+        if transport != "mcp":
+            raise self.fail(
+                key,
+                'is set on a provider without transport = "mcp"',
+                'only tools declare hints: add transport = "mcp", or drop tool_hints',
+            )
+        if not isinstance(hints, dict):
+            raise self.wrong(
+                where, "tool_hints", hints, "a table", example="{ idempotentHint = true }"
+            )
+        out = []
+        for name, value in hints.items():
+            if name not in TOOL_HINTS:
+                raise self.fail(
+                    f"{key}.{name}", "is not an MCP tool annotation", f"use {', '.join(TOOL_HINTS)}"
+                )
+            if not isinstance(value, bool):
+                raise self.fail(
+                    f"{key}.{name}",
+                    f"must be true or false, got {_shown(value)} ({_toml_type(value)})",
+                    f"write {name} = true",
+                )
+            out.append((name, value))
+        return tuple(out)
 
 
 def _is_int(value: object) -> bool:

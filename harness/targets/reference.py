@@ -53,6 +53,10 @@ class ReferenceAdapter:
         """One provider, of the cell's kind."""
         return [(self.provider_name, kind)]
 
+    def provider_options(self) -> Mapping[str, Mapping[str, Any]]:
+        """Its one provider speaks HTTP."""
+        return {}
+
     def setup(self) -> None:
         self.target.setup()
 

@@ -13,11 +13,15 @@ from pathlib import Path
 
 import pytest
 from clikit import ROOT, leftovers, results, run
-from test_examples_standalone import BULLMQ, NODE, RQ, Example, require
+from test_examples_standalone import BULLMQ, MCP, NODE, RQ, Example, require
 
 pytestmark = pytest.mark.process
 
 MATRIX_TIMEOUT_S = 240
+#: The MCP agent's matrix is as long as the others' (42 cells), but every trial loads the
+#: MCP SDK in two providers and in each worker it starts (most of a second each on a
+#: quiet machine, several under load): its trials take about twice as long.
+MCP_MATRIX_TIMEOUT_S = 480
 
 #: (example, buggy crashpoint.toml, the scenarios that exercise its bug, the invariant).
 BUGGY = [
@@ -38,6 +42,12 @@ BUGGY = [
     (
         BULLMQ,
         "crashpoint-buggy-new-key-on-retry.toml",
+        "crash_after_external_success",
+        "no_duplicate_effect",
+    ),
+    (
+        MCP,
+        "crashpoint-buggy-retry-without-lookup.toml",
         "crash_after_external_success",
         "no_duplicate_effect",
     ),
@@ -72,6 +82,41 @@ def test_the_correct_variant_holds_the_whole_matrix(
     assert leftovers(scratch) == []
 
 
+@pytest.mark.timeout(MCP_MATRIX_TIMEOUT_S + 60)
+def test_the_mcp_agent_holds_the_whole_matrix(
+    scratch: Path, request: pytest.FixtureRequest
+) -> None:
+    require(request.config, MCP)
+    out = scratch / "out"
+    done = run(
+        ["-c", config(MCP), "-j", "2", "--fail-on-warning", "--out", str(out)],
+        scratch,
+        timeout_s=MCP_MATRIX_TIMEOUT_S,
+    )
+    doc = results(out)
+    not_held = [
+        (t["id"], t["verdict"], t.get("reason"), [v["invariant"] for v in t["violations"]])
+        for t in doc["trials"]
+        if t["verdict"] != "held"
+    ]
+    assert not not_held, not_held
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    # Both tool servers got every scenario's cells, and the honest tools raised no warning.
+    by_server = Counter(t["provider_name"] for t in doc["trials"])
+    assert set(by_server) == {"tickets", "chat"}
+    assert by_server["tickets"] == by_server["chat"]
+    assert [w for t in doc["trials"] for w in t.get("warnings", [])] == []
+    # The tools were called: every trial's writes went through /mcp.
+    paths = {
+        e["fields"]["path"]
+        for t in doc["trials"]
+        for e in t["events"]
+        if e["kind"] == "arrival" and e["source"].startswith("provider:")
+    }
+    assert paths == {"/mcp/tools/create_ticket", "/mcp/tools/send_message"}
+    assert leftovers(scratch) == []
+
+
 @pytest.mark.parametrize(
     ("example", "variant", "scenario", "invariant"),
     BUGGY,
@@ -94,4 +139,32 @@ def test_each_buggy_variant_is_caught_by_its_invariant(
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     named = {v["invariant"] for t in results(out)["trials"] for v in t["violations"]}
     assert invariant in named, named
+    assert leftovers(scratch) == []
+
+
+def test_a_tool_that_claims_idempotence_it_lacks_is_a_warning(
+    scratch: Path, request: pytest.FixtureRequest
+) -> None:
+    """The chat server declares its plain send_message idempotent; the agent that
+    retries without a lookup sends twice: a violation for the agent, and a
+    tool_annotations warning for the server's false declaration."""
+    require(request.config, MCP)
+    here = ROOT / "examples" / MCP.name
+    text = (here / "crashpoint-buggy-retry-without-lookup.toml").read_text()
+    for name in ("worker.py", "enqueue.py", "status.py"):
+        text = text.replace(f'"{name}"', f'"{here / name}"')
+    chat = 'name = "chat"\nkind = "plain"\ntransport = "mcp"\n'
+    text = text.replace(chat, chat + "tool_hints = { idempotentHint = true }\n")
+    assert "tool_hints" in text
+    toml = scratch / "crashpoint.toml"
+    toml.write_text(text)
+    out = scratch / "out"
+    args = ["-c", str(toml), "--scenario", "crash_after_external_success", "--provider", "chat"]
+    done = run([*args, "--signal", "SIGKILL", "--out", str(out)], scratch)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    [trial] = results(out)["trials"]
+    assert "no_duplicate_effect" in {v["invariant"] for v in trial["violations"]}
+    [warning] = trial["warnings"]
+    assert warning["warning"] == "tool_annotations"
+    assert "tool send_message at chat declares idempotentHint: true" in warning["message"]
     assert leftovers(scratch) == []

@@ -58,6 +58,9 @@ class Example:
 RQ = Example("rq-worker", True, True, needs=("redis", "rq"))
 NODE = Example("node-worker", False, False, needs=("node",))
 BULLMQ = Example("bullmq-worker", True, True, needs=("redis", "node", "bullmq"))
+#: Not in ALL (its providers are MCP tool servers, which this file's hand-run HTTP trials
+#: do not start); test_examples_matrix runs it, and test_providers_mcp its servers.
+MCP = Example("mcp-agent", True, True, needs=("mcp",))
 ALL = [pytest.param(e, id=e.name) for e in (RQ, NODE, BULLMQ)]
 
 
@@ -69,8 +72,19 @@ def require(config: pytest.Config, example: Example) -> None:
             missing(config, "rq and redis for python3 on PATH (pip install -e '.[dev]')")
         if need == "redis" and not redis_answers():
             missing(config, f"Redis at {REDIS_URL} (scripts/install-infra.sh redis)")
+        if need == "mcp" and not python3_has("mcp"):
+            missing(config, "mcp for python3 on PATH (pip install -e '.[dev]')")
         if need == "bullmq" and not (EXAMPLES / example.name / "node_modules" / "bullmq").is_dir():
             missing(config, f"examples/{example.name}/node_modules (scripts/install-infra.sh npm)")
+
+
+def python3_has(module: str) -> bool:
+    """Whether the python3 on PATH (the one a crashpoint.toml runs) imports ``module``."""
+    found = shutil.which("python3")
+    if found is None:
+        return False
+    check = [found, "-c", f"import {module}"]
+    return subprocess.run(check, capture_output=True, timeout=30, check=False).returncode == 0
 
 
 def python3_has_rq() -> bool:

@@ -125,6 +125,17 @@ def test_two_effects_for_one_job(tmp_path: Path) -> None:
     assert "2 effects" in line.text
 
 
+def test_one_effect_at_each_provider_is_one_job_done(tmp_path: Path) -> None:
+    # A job owes one effect at each provider it calls (a ticket, then a message).
+    seen = replace(
+        good(config(tmp_path)),
+        effects={"billing": [Effect()], "mailer": [Effect(provider="mailer")]},
+    )
+    line = next(x for x in judge(seen) if "effect for" in x.text)
+    assert line.mark == OK
+    assert "at each of billing, mailer" in line.text
+
+
 @pytest.mark.parametrize(
     ("status", "mark"),
     [

@@ -761,3 +761,51 @@ def test_declared_steps_load_in_order(tmp_path: Path) -> None:
 )
 def test_each_steps_mistake_is_one_line(tmp_path: Path, steps: str, says: str, fix: str) -> None:
     assert_one_line(write(tmp_path, with_steps(steps)), says, fix)
+
+
+def test_an_mcp_provider_declares_its_transport_and_hints(tmp_path: Path) -> None:
+    text = edited(
+        'name = "mailer"\nkind = "plain"\n',
+        'name = "mailer"\nkind = "plain"\ntransport = "mcp"\n'
+        "tool_hints = { idempotentHint = true }\n",
+    )
+    billing, mailer = load_config(write(tmp_path, text)).providers
+    assert billing == ProviderDecl("billing", "idempotent")
+    assert billing.start_options() == {}
+    assert mailer == ProviderDecl("mailer", "plain", "mcp", (("idempotentHint", True),))
+    assert mailer.start_options() == {"transport": "mcp", "tool_hints": {"idempotentHint": True}}
+
+
+@pytest.mark.parametrize(
+    ("extra", "says", "fix"),
+    [
+        ('transport = "grpc"', 'providers[1].transport is "grpc"', 'use one of "http", "mcp"'),
+        (
+            "tool_hints = { idempotentHint = true }",
+            "providers[1].tool_hints is set on a provider without",
+            'add transport = "mcp"',
+        ),
+        (
+            'transport = "mcp"\ntool_hints = { sideEffectHint = true }',
+            "providers[1].tool_hints.sideEffectHint is not an MCP tool annotation",
+            "use readOnlyHint, destructiveHint, idempotentHint, openWorldHint",
+        ),
+        (
+            'transport = "mcp"\ntool_hints = { idempotentHint = "yes" }',
+            "providers[1].tool_hints.idempotentHint must be true or false",
+            "write idempotentHint = true",
+        ),
+        (
+            'transport = "mcp"\ntool_hints = true',
+            "providers[1].tool_hints must be a table",
+            "write tool_hints = { idempotentHint = true }",
+        ),
+    ],
+)
+def test_each_transport_mistake_is_one_line(
+    tmp_path: Path, extra: str, says: str, fix: str
+) -> None:
+    text = edited(
+        'name = "mailer"\nkind = "plain"\n', f'name = "mailer"\nkind = "plain"\n{extra}\n'
+    )
+    assert_one_line(write(tmp_path, text), says, fix)
