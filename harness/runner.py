@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.backends.base import Backend
+from harness.contract.errors import ToxiproxyUnavailable
 from harness.drivers import driver_for
 from harness.history import History
 from harness.plan import Cell
@@ -67,7 +68,12 @@ def run_one(spec: RunSpec, cell: Cell) -> TrialResult:
     driver = driver_for(cell.scenario.name, cell.point)
     if cell.id in spec.skipped:
         return skipped_result(cell, seed, spec.skipped[cell.id])
-    network = spec.make_network(cell) if spec.make_network is not None else None
+    try:
+        network = spec.make_network(cell) if spec.make_network is not None else None
+    except ToxiproxyUnavailable as exc:
+        # The server went away mid-run and could not be had again: the cells still to
+        # come are skipped with the reason, never inconclusive noise or a crashed run.
+        return skipped_result(cell, seed, f"no Toxiproxy server: {exc}")
     try:
         return run_trial(
             cell,
