@@ -286,3 +286,38 @@ def test_a_provider_killed_mid_trial_is_inconclusive_and_loses_nothing(
     assert "restarted on its log, which holds all" in reason, reason
     assert re.search(r"an effect for each of the [12] acknowledged jobs", reason), reason
     assert_nothing_left(marked)
+
+
+# -- PostgreSQL restarted mid-run -------------------------------------------------------
+
+
+@pytest.fixture
+def private_pg(pytestconfig: pytest.Config) -> Iterator[Any]:
+    """A PostgreSQL of this test's own: restarting it disturbs no other test's server."""
+    from private_pg import pg_bin, private_postgres
+
+    if pg_bin() is None:
+        from harness.pytest_plugin import missing
+
+        missing(pytestconfig, "PostgreSQL server binaries (/usr/lib/postgresql/*/bin)")
+    with private_postgres() as server:
+        yield server
+
+
+def test_postgres_restarted_mid_run(marked: Marked, tmp_path: Path, private_pg: Any) -> None:
+    out = tmp_path / "out"
+    cells = ["--scenario", "crash_after_external_success", "--scenario", "duplicate_delivery"]
+    cells += ["--provider", "idempotent", "--ledger", "postgres", "--lease-ttl-s", "2"]
+    run = Run(marked, [*cells, "--out", str(out), "--seed", "4"], CRASHPOINT_PG_DSN=private_pg.dsn)
+    run.wait_for("a trial's worker", of_cmd("scenarios.worker"))
+    private_pg.restart()  # -m fast: every connection, the workers' and the harness's, is cut
+    code = run.finish()
+    trials = run.trials(out)
+    why = [(t["id"], t["verdict"], t["reason"]) for t in trials]
+    assert {t["verdict"] for t in trials} <= {"held", "inconclusive"}, why
+    for t in trials:
+        if t["verdict"] == "inconclusive":
+            assert "PostgreSQL" in t["reason"], why
+    assert code in (0, 3), run.stderr
+    run.errors()  # no traceback
+    assert_nothing_left(marked)
