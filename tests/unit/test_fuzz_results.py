@@ -158,14 +158,3 @@ def test_a_replay_line_that_does_not_parse_is_one_line_and_exit_2() -> None:
         assert result.exit_code == 2, result.output
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert "replay" in result.stderr
-
-
-def test_check_config_on_a_garbage_file_is_one_line_and_exit_2() -> None:
-    with tempfile.TemporaryDirectory(prefix="cp-") as d:
-        path = Path(d) / "crashpoint.toml"
-        path.write_bytes(b"\x00[target\nname = = \xff")
-        result = CliRunner().invoke(main, ["check-config", "-c", str(path)])
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert str(path) in lines[0]

@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from harness.cli import main
 from harness.contract.errors import ConfigError
 from harness.targets.config import (
     DOCKER_KEYS,
@@ -160,3 +162,14 @@ def test_a_trailing_newline_does_not_slip_past_the_patterns() -> None:
             pytest.raises(ConfigError, match=r"^[^\n]*$"),
         ):
             config_from_data(doc, path=Path(d) / "crashpoint.toml")
+
+
+def test_check_config_on_a_garbage_file_is_one_line_and_exit_2() -> None:
+    with tempfile.TemporaryDirectory(prefix="cp-") as d:
+        path = Path(d) / "crashpoint.toml"
+        path.write_bytes(b"\x00[target\nname = = \xff")
+        result = CliRunner().invoke(main, ["check-config", "-c", str(path)])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(path) in lines[0]
