@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,7 +75,7 @@ def run_one(spec: RunSpec, cell: Cell) -> TrialResult:
         # come are skipped with the reason, never inconclusive noise or a crashed run.
         return skipped_result(cell, seed, f"no Toxiproxy server: {exc}")
     try:
-        return run_trial(
+        result = run_trial(
             cell,
             driver,
             seed=seed,
@@ -86,6 +86,14 @@ def run_one(spec: RunSpec, cell: Cell) -> TrialResult:
             watchdog=spec.watchdog,
             abort=spec.abort,
         )
+        broken = network.failure() if network is not None else None
+        if broken is not None:
+            # Whatever the trial saw after its proxies vanished is the harness's doing.
+            was = f"{result.verdict}: {result.reason}" if result.reason else result.verdict
+            result = replace(
+                result, verdict="inconclusive", violations=[], reason=f"{broken}; it ended {was}"
+            )
+        return result
     finally:
         if network is not None:
             network.close()

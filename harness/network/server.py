@@ -38,6 +38,10 @@ class ToxiproxyServer:
         self._watchdog = watchdog
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        #: Bumped by every :meth:`restart`: a trial that began on an earlier server lost
+        #: its proxies with it, even if another trial has restarted it since.
+        self.generation = 0
+        self.last_death = ""
 
     @property
     def url(self) -> str:
@@ -139,6 +143,8 @@ class ToxiproxyServer:
                 f"the Toxiproxy server at {self.location.url} (TOXIPROXY_URL) stopped "
                 "answering; start it again, or unset TOXIPROXY_URL to let crashpoint run one"
             )
+        self.last_death = self.exit_status()
+        self.generation += 1
         self._discard()
         return self.start()
 

@@ -196,6 +196,16 @@ def test_a_full_output_disk_keeps_the_results_elsewhere(marked: Marked, full_dis
 NETWORK_CELLS = ["--scenario", "reset_after_commit", "--provider", "idempotent"]
 
 
+def assert_died_under(trials: list[dict[str, Any]]) -> None:
+    """At most the trial the server died under is inconclusive, and it says so."""
+    inconclusive = [t for t in trials if t["verdict"] == "inconclusive"]
+    assert len(inconclusive) <= 1, [(t["id"], t["reason"]) for t in inconclusive]
+    for t in inconclusive:
+        assert t["reason"].startswith("the Toxiproxy server died mid-trial (killed by SIGKILL)"), t[
+            "reason"
+        ]
+
+
 def test_toxiproxy_killed_mid_run_is_restarted(marked: Marked, tmp_path: Path) -> None:
     out = tmp_path / "out"
     run = Run(marked, [*NETWORK_CELLS, "--scenario", "ambiguous_timeout", "--out", str(out)])
@@ -209,6 +219,7 @@ def test_toxiproxy_killed_mid_run_is_restarted(marked: Marked, tmp_path: Path) -
     verdicts = [t["verdict"] for t in trials]
     assert verdicts.count("held") >= len(trials) - 1, [(t["id"], t["reason"]) for t in trials]
     assert "skipped" not in verdicts
+    assert_died_under(trials)
     assert code in (0, 3)
     assert_nothing_left(marked)
 
@@ -240,7 +251,7 @@ def test_toxiproxy_that_cannot_come_back_skips_the_rest(marked: Marked, tmp_path
     assert skipped, [(t["id"], t["verdict"], t["reason"]) for t in trials]
     for t in skipped:
         assert "Toxiproxy server died (killed by SIGKILL) and did not restart" in t["reason"]
-    assert len([t for t in trials if t["verdict"] == "inconclusive"]) <= 1
+    assert_died_under(trials)
     assert code in (0, 3)
     assert_nothing_left(marked)
 
