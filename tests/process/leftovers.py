@@ -101,10 +101,15 @@ class Marked:
             with contextlib.suppress(psutil.Error):
                 names.append(f"{p.pid} {' '.join(p.cmdline())}")
                 groups.add(os.getpgid(p.pid))
+        # A port the run listened on, still open by one of its processes (or by one whose
+        # owner cannot be told); another process that took the port since is not ours.
         still = {
             c.laddr.port
             for c in psutil.net_connections(kind="inet")
-            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port in self.seen_ports
+            if c.status == psutil.CONN_LISTEN
+            and c.laddr
+            and c.laddr.port in self.seen_ports
+            and (c.pid is None or c.pid in self.seen_pids)
         }
         return Leftovers(
             processes=names,
