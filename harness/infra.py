@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import sys
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -45,6 +46,8 @@ class RunInfra:
         self.watchdog: Watchdog | None = None
         self.toxiproxy: Any = None
         self.toxiproxy_error: str | None = None
+        #: Parallel trials find a dead Toxiproxy server together; one restarts it.
+        self._toxiproxy_lock = threading.Lock()
         self.docker: Any = None
         self.versions: dict[str, str | None] = {}
 
@@ -171,10 +174,30 @@ class RunInfra:
         return None
 
     def make_network(self, cell: Cell) -> Any:
+        """The cell's proxies' home; a server that died since the last cell is restarted,
+        and one that cannot be raises :class:`ToxiproxyUnavailable` (the cell is skipped)."""
         if not cell.network or self.toxiproxy is None:
             return None
         from harness.network import TrialNetwork
 
+        with self._toxiproxy_lock:
+            if self.toxiproxy_error is not None:
+                raise ToxiproxyUnavailable(self.toxiproxy_error)
+            if not self.toxiproxy.alive():
+                died = self.toxiproxy.exit_status()
+                try:
+                    self.toxiproxy.restart()
+                except ToxiproxyUnavailable as exc:
+                    self.toxiproxy_error = (
+                        f"the run's Toxiproxy server died ({died}) and did not restart: {exc}"
+                    )
+                    raise ToxiproxyUnavailable(self.toxiproxy_error) from None
+                print(
+                    f"crashpoint: the Toxiproxy server died ({died}); "
+                    f"restarted it at {self.toxiproxy.url}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         return TrialNetwork(self.toxiproxy, cell)
 
     def spec(

@@ -27,11 +27,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.contract.errors import ConfigError, RendezvousTimeout
+from harness.failpoint_lines import (
+    MAX_BAD_LINES,
+    BadLine,
+    FailpointLine,
+    LineBuffer,
+    LineTooLong,
+    parse_line,
+    shown,
+)
 from harness.history import History
 
 # sockaddr_un.sun_path is 108 bytes on Linux, including the terminating NUL.
 _MAX_SOCKET_PATH = 107
 _CONTINUE = b'{"action": "continue"}\n'
+#: A worker reads its reply at once (it is blocked waiting for it), so a send only waits
+#: when the peer stopped reading with its socket buffer full: a client that writes lines
+#: without reading replies. Past this bound it is dropped rather than stall the one
+#: thread that serves every other worker.
+_REPLY_TIMEOUT_S = 1.0
 
 
 class _Conn:
@@ -40,7 +54,8 @@ class _Conn:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.peer_pid = _peer_pid(sock)
-        self.buf = b""
+        self.lines = LineBuffer()
+        self.bad_lines = 0
         self.lock = threading.Lock()
         self.closed = threading.Event()
         self.held: list[Hit] = []
@@ -315,7 +330,8 @@ class Rendezvous:
             sock, _ = self._listener.accept()
         except BlockingIOError:
             return
-        sock.setblocking(True)  # only read when readable; replies may block briefly
+        # Only read when readable; a reply may wait for the peer's buffer, but boundedly.
+        sock.settimeout(_REPLY_TIMEOUT_S)
         conn = _Conn(sock)
         self._conns.add(conn)
         self._selector.register(sock, selectors.EVENT_READ, conn)
@@ -326,35 +342,58 @@ class Rendezvous:
         except OSError:
             data = b""
         if not data:
+            if conn.lines.pending.strip():
+                self._note(conn, f"disconnected mid-line: {shown(conn.lines.pending)}")
             self._drop(conn)
             return
-        conn.buf += data
-        *lines, conn.buf = conn.buf.split(b"\n")
+        try:
+            lines = conn.lines.feed(data)
+        except LineTooLong as exc:
+            self._note(conn, f"{exc}; connection dropped")
+            self._drop(conn)
+            return
         for line in lines:
-            if line.strip():
-                self._on_line(conn, line)
+            if conn.closed.is_set():
+                return
+            self._on_line(conn, line)
+
+    def _note(self, conn: _Conn, text: str) -> None:
+        """A note on the failpoint connection of ``conn``'s worker, in the supervisor lane."""
+        if self._history is not None:
+            who = f"pid {conn.peer_pid}" if conn.peer_pid else "a worker"
+            self._history.append("supervisor", "note", text=f"failpoint line from {who}: {text}")
 
     def _on_line(self, conn: _Conn, line: bytes) -> None:
         t = time.monotonic()
         try:
-            msg = json.loads(line)
-            point = str(msg["point"])
-        except (ValueError, KeyError, TypeError):
-            # A malformed line must not wedge the worker: let it go on, and say so.
-            if self._history is not None:
-                self._history.append("supervisor", "note", text=f"bad failpoint line {line!r}")
-            conn.reply(_CONTINUE)
+            msg = parse_line(line)
+        except BadLine as exc:
+            # A malformed line must not wedge the worker: let it go on, and say so; a
+            # connection that keeps sending them is not a failpoint client.
+            conn.bad_lines += 1
+            if conn.bad_lines >= MAX_BAD_LINES:
+                self._note(conn, f"{exc}; {conn.bad_lines} bad lines, connection dropped")
+                self._drop(conn)
+                return
+            self._note(conn, f"{exc}; answered continue")
+            self._answer(conn)
             return
-        job = None if msg.get("job") is None else str(msg["job"])
-        attempt = msg.get("attempt") if isinstance(msg.get("attempt"), int) else None
-        pid = msg.get("pid") if isinstance(msg.get("pid"), int) else None
+        self._on_hit(conn, msg, t)
+
+    def _answer(self, conn: _Conn) -> None:
+        """Reply continue from the serving thread; a peer that does not read is dropped."""
+        if not conn.reply(_CONTINUE) and not conn.closed.is_set():
+            self._note(conn, f"not reading its replies within {_REPLY_TIMEOUT_S} s; dropped")
+            self._drop(conn)
+
+    def _on_hit(self, conn: _Conn, msg: FailpointLine, t: float) -> None:
+        point, job, attempt, pid = msg.point, msg.job, msg.attempt, msg.pid
         # Optional: the worker's CRASHPOINT_WORKER_ID names its lane even inside a
         # container, whose pids mean nothing on the host.
-        worker = msg.get("worker") if isinstance(msg.get("worker"), str) else None
+        worker = msg.worker
         if worker is None and self._names is not None:
             worker = self._names(pid, conn.peer_pid)
-        # Optional too: the step of a multi-step job (an older client sends none).
-        step = msg.get("step") if isinstance(msg.get("step"), str) else None
+        step = msg.step
         gate = self._holds.claim(point, job, attempt, step)
         hit = Hit(
             point,
@@ -384,7 +423,7 @@ class Rendezvous:
             )
         if gate is None:
             hit._resumed = True
-            conn.reply(_CONTINUE)
+            self._answer(conn)
         else:
             conn.held.append(hit)
             gate.deliver(hit)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.backends.base import Backend
+from harness.contract.errors import ToxiproxyUnavailable
 from harness.drivers import driver_for
 from harness.history import History
 from harness.plan import Cell
@@ -67,9 +68,14 @@ def run_one(spec: RunSpec, cell: Cell) -> TrialResult:
     driver = driver_for(cell.scenario.name, cell.point)
     if cell.id in spec.skipped:
         return skipped_result(cell, seed, spec.skipped[cell.id])
-    network = spec.make_network(cell) if spec.make_network is not None else None
     try:
-        return run_trial(
+        network = spec.make_network(cell) if spec.make_network is not None else None
+    except ToxiproxyUnavailable as exc:
+        # The server went away mid-run and could not be had again: the cells still to
+        # come are skipped with the reason, never inconclusive noise or a crashed run.
+        return skipped_result(cell, seed, f"no Toxiproxy server: {exc}")
+    try:
+        result = run_trial(
             cell,
             driver,
             seed=seed,
@@ -80,6 +86,14 @@ def run_one(spec: RunSpec, cell: Cell) -> TrialResult:
             watchdog=spec.watchdog,
             abort=spec.abort,
         )
+        broken = network.failure() if network is not None else None
+        if broken is not None:
+            # Whatever the trial saw after its proxies vanished is the harness's doing.
+            was = f"{result.verdict}: {result.reason}" if result.reason else result.verdict
+            result = replace(
+                result, verdict="inconclusive", violations=[], reason=f"{broken}; it ended {was}"
+            )
+        return result
     finally:
         if network is not None:
             network.close()

@@ -33,6 +33,7 @@ from harness.oracle import (
     warnings_of,
 )
 from harness.plan import Cell
+from harness.provider_crash import provider_crash
 from harness.target import TargetAdapter, quiet_window_s
 from harness.trial import PROVIDER_NAME, Trial, TrialConfig
 from harness.watchdog import Watchdog
@@ -170,6 +171,11 @@ def run_trial(
         print(traceback.format_exc(), file=sys.stderr)
     finally:
         trial.stop()
+        # Before the last records are read: a dead provider is restarted on its log.
+        crashed = provider_crash(trial)
+        if crashed is not None:
+            verdict, violations, notes, reason = "inconclusive", [], {}, crashed
+            events = None  # read again below, from the restarted provider's log
         stopped = trial.stopped_at or time.monotonic()
         worker_s = sum(
             min(h.exited_at or stopped, stopped) - h.started_at for h in trial.workers.values()

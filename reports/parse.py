@@ -7,6 +7,7 @@ missing or mistyped *stable* keys are errors, since every renderer depends on th
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar, cast
@@ -71,6 +72,8 @@ _TRIAL_KEYS = frozenset(
 )
 _EVIDENCE_KEYS = frozenset({"arrivals", "effects", "ledger", "events"})
 _MISSING = object()
+#: The largest float; a bigger integer would raise OverflowError in float().
+_FLOAT_MAX = sys.float_info.max
 
 
 class _Reader:
@@ -105,6 +108,8 @@ class _Reader:
         # JSON has one number type: accept an int where a float is wanted, but never a
         # bool (a bool is an int in Python, and `"reached": 1` is a writer bug).
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            if abs(value) > _FLOAT_MAX:
+                self.fail(where, f"expected a number, got an integer of {value.bit_length()} bits")
             return cast(T, float(value))
         if isinstance(value, bool) and kind is not bool:
             ok = False
@@ -130,6 +135,10 @@ def load_results(path: str | Path) -> Results:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read results ({exc.strerror}); check the path") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}); pass the results.json a run wrote"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -137,6 +146,13 @@ def load_results(path: str | Path) -> Results:
             f"{path}: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg}); "
             "pass the results.json a run wrote"
         ) from exc
+    except (ValueError, RecursionError) as exc:
+        # Valid JSON that Python will not load: an integer past its digit limit, or
+        # arrays nested deeper than the parser's recursion (no writer of ours makes either).
+        problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ConfigError(
+            f"{path}: JSON that cannot be read ({problem}); pass the results.json a run wrote"
+        ) from None
     return results_from_dict(data, source=str(path))
 
 

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from harness.probes import ProbeFailed, postgres_dsn, postgres_version
 from harness.pytest_plugin import missing
+
+# The fuzzers' budgets. "ci" (the default) is deterministic, so a red run replays as it
+# was; "deep" is for a night of hunting: HYPOTHESIS_PROFILE=deep pytest tests/unit -k fuzz.
+settings.register_profile(
+    "ci",
+    max_examples=100,
+    derandomize=True,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("deep", max_examples=5000, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

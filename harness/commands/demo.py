@@ -7,10 +7,11 @@ import random
 from pathlib import Path
 
 from harness.commands.console import console, print_summary
-from harness.commands.matrix import MatrixOptions, run_matrix, trial_config
+from harness.commands.matrix import MatrixOptions, run_matrix, trial_config, worst
+from harness.commands.outputs import keep_run
+from harness.contract.vocabulary import ExitCode
 from harness.infra import RunInfra
 from harness.results import exit_code
-from reports import write_run
 
 
 def demo_command(*, out: Path, seed: int | None, jobs: int) -> int:
@@ -31,6 +32,7 @@ def demo_command(*, out: Path, seed: int | None, jobs: int) -> int:
             jobs=jobs,
             target={"name": "reference", "kind": "reference", "mutant": None},
         )
-    write_run(doc, out)
+    out, kept = keep_run(doc, out)
     print_summary(doc, out)
-    return exit_code(doc["summary"], strict=False)
+    code = exit_code(doc["summary"], strict=False)
+    return code if kept else worst(code, ExitCode.INCONCLUSIVE)

@@ -4,7 +4,7 @@ verdict came back."""
 
 from __future__ import annotations
 
-import json
+import re
 import shlex
 import signal
 import subprocess
@@ -16,50 +16,70 @@ from harness.commands.console import console
 from harness.commands.matrix import worst
 from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import ExitCode, Verdict
+from reports.parse import load_results
+
+#: What a trial's directory name may hold: its id, with nothing that climbs out of --out.
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.@\[\]-]")
 
 
 def replay_file(path: Path, *, trial_ids: Sequence[str], out: Path) -> int:
-    try:
-        doc = json.loads(path.read_text())
-        trials = {t["id"]: t for t in doc["trials"]}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"{path}: not a crashpoint results.json ({exc})") from None
-    unknown = [t for t in trial_ids if t not in trials]
+    # The same reader as `crashpoint report`: a record it cannot read is one line, exit 2.
+    trials = {t.key: t for t in load_results(path).trials}
+    by_id = {t.id: t for t in trials.values()}
+    unknown = [t for t in trial_ids if t not in trials and t not in by_id]
     if unknown:
         raise ConfigError(f"{path}: no trial {unknown[0]!r}; trial ids are in its trials[].id")
-    chosen = [trials[t] for t in trial_ids] or [
-        t for t in trials.values() if t["verdict"] in (Verdict.VIOLATED, Verdict.INCONCLUSIVE)
+    chosen = [trials.get(t) or by_id[t] for t in trial_ids] or [
+        t for t in trials.values() if t.verdict in (Verdict.VIOLATED, Verdict.INCONCLUSIVE)
     ]
     if not chosen:
         console.print(f"{path}: every trial held or was skipped; nothing to replay")
         return ExitCode.HELD
+    commands = [(t, _replay_argv(path, t.key, t.replay)) for t in chosen]
     code: int = ExitCode.HELD
-    for t in chosen:
-        console.print(f"replay {t['id']} (was {t['verdict']})")
-        ran = _run_replay(t["replay"], out / t["id"])
-        record = out / t["id"] / "results.json"
+    for t, argv in commands:
+        console.print(f"replay {t.key} (was {t.verdict})", markup=False, highlight=False)
+        into = out / _dir_name(t.key)
+        ran = _run_replay(argv, into)
+        record = into / "results.json"
         if not record.exists():
             console.print(f"  could not replay (exit {ran}); see the message above")
             code = worst(code, ran or ExitCode.INCONCLUSIVE)
             continue
-        again = json.loads(record.read_text())["trials"][0]
-        same = again["verdict"] == t["verdict"]
+        again = load_results(record).trials[0]
+        same = again.verdict == t.verdict
         console.print(
-            f"  {'reproduced' if same else 'NOT reproduced'}: {again['verdict']} "
-            f"(was {t['verdict']})"
+            f"  {'reproduced' if same else 'NOT reproduced'}: {again.verdict} (was {t.verdict})"
         )
         code = worst(code, ran)
     return code
 
 
-def _run_replay(line: str, out: Path) -> int:
+def _replay_argv(path: Path, key: str, line: str) -> list[str]:
+    """The stored line's arguments after ``crashpoint``; checked before any replay runs."""
+    try:
+        args = shlex.split(line)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{path}: trial {key!r}: replay {line!r} does not parse ({exc})"
+        ) from None
+    if args[:1] != ["crashpoint"]:
+        raise ConfigError(
+            f"{path}: trial {key!r}: replay {line!r} is not a crashpoint command line"
+        )
+    return args[1:]
+
+
+def _dir_name(key: str) -> str:
+    name = _UNSAFE.sub("_", key)
+    return name if name.strip(".") else f"_{name}"
+
+
+def _run_replay(args: list[str], out: Path) -> int:
     """Run a stored ``crashpoint run ...`` line as its own process, as a user would: each
     replay starts from a fresh interpreter, so nothing an earlier trial left behind in
     this one (an abort after Ctrl-C, a cached server) can change the verdict."""
-    args = shlex.split(line)
-    if args[:1] != ["crashpoint"]:
-        raise ConfigError(f"replay {line!r} is not a crashpoint command line")
-    argv = [sys.executable, "-m", "harness", *args[1:], "--out", str(out)]
+    argv = [sys.executable, "-m", "harness", *args, "--out", str(out)]
     # Its own process group, so a Ctrl-C reaches it once, from here: a second SIGINT
     # from the terminal would cut short the teardown of its workers.
     proc = subprocess.Popen(argv, process_group=0)

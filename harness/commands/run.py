@@ -10,11 +10,11 @@ from typing import Any
 
 from harness.commands.console import print_summary
 from harness.commands.matrix import MatrixOptions, run_matrix, trial_config, worst
+from harness.commands.outputs import keep_run
 from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import ExitCode
 from harness.infra import RunInfra
 from harness.results import exit_code
-from reports import write_run
 
 
 def run_command(
@@ -69,10 +69,12 @@ def run_command(
                 label=f"run {i + 1}/{repeat}" if repeat > 1 else "run",
             )
             run_out = opts.out if repeat == 1 else opts.out / f"run-{i + 1:03d}"
-            write_run(doc, run_out)
+            run_out, kept = keep_run(doc, run_out)
             print_summary(doc, run_out)
             code = worst(
                 code,
                 exit_code(doc["summary"], strict=opts.strict, fail_on_warning=opts.fail_on_warning),
             )
+            if not kept:
+                code = worst(code, ExitCode.INCONCLUSIVE)
     return code

@@ -7,12 +7,12 @@ import random
 from dataclasses import replace
 
 from harness.commands.console import console, print_kill_matrix
-from harness.commands.matrix import MatrixOptions, run_matrix, trial_config
+from harness.commands.matrix import MatrixOptions, run_matrix, trial_config, worst
+from harness.commands.outputs import keep_run
 from harness.contract.vocabulary import ExitCode, Verdict
 from harness.infra import RunInfra
 from harness.killmatrix import kill_matrix
 from harness.results import exit_code, summarize
-from reports import write_run
 from scenarios.mutants import MUTANTS
 
 
@@ -37,12 +37,13 @@ def selftest_command(opts: MatrixOptions) -> int:
             target={"name": "reference", "kind": "reference", "mutant": None},
         )
     doc["kill_matrix"] = kill_matrix(doc["trials"], MUTANTS)
-    write_run(doc, opts.out)
+    out, kept = keep_run(doc, opts.out)
     print_kill_matrix(doc)
     correct = [t for t in doc["trials"] if t["mutant"] is None]
     survivors = [m for m, row in doc["kill_matrix"]["mutants"].items() if not row["killed"]]
     summary = summarize(correct)
-    console.print(f"report: {opts.out / 'index.html'}")
+    console.print(f"report: {out / 'index.html'}")
     if summary[Verdict.VIOLATED] or survivors:
         return ExitCode.VIOLATED
-    return exit_code(summary, strict=opts.strict, fail_on_warning=opts.fail_on_warning)
+    code = exit_code(summary, strict=opts.strict, fail_on_warning=opts.fail_on_warning)
+    return code if kept else worst(code, ExitCode.INCONCLUSIVE)

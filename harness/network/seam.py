@@ -44,5 +44,9 @@ class NetworkSeam(Protocol):
     def up(self, which: Link = "provider") -> None:
         """Restore a link :meth:`down` cut."""
 
+    def failure(self) -> str | None:
+        """Why the fault proxies themselves went away during the trial (their server
+        died), or None: a trial without its proxies tells nothing about the worker."""
+
     def close(self) -> None:
         """Delete the trial's proxies."""

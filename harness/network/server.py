@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import IO
 
+from harness.backends.base import describe_exit
 from harness.contract.errors import InfrastructureError, ToxiproxyUnavailable
 from harness.network.api import ControlApi, host_port
 from harness.network.discovery import INSTALL_HINT, ToxiproxyLocation, find_toxiproxy
@@ -37,6 +38,10 @@ class ToxiproxyServer:
         self._watchdog = watchdog
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        #: Bumped by every :meth:`restart`: a trial that began on an earlier server lost
+        #: its proxies with it, even if another trial has restarted it since.
+        self.generation = 0
+        self.last_death = ""
 
     @property
     def url(self) -> str:
@@ -110,6 +115,38 @@ class ToxiproxyServer:
             return ""
         self._log.seek(0)
         return self._log.read()[-400:].decode(errors="replace").strip()
+
+    def alive(self) -> bool:
+        """Whether the server still answers: the process we started is running, or the
+        server ``TOXIPROXY_URL`` names replies."""
+        if self._proc is not None:
+            return self._proc.poll() is None
+        if not self.port:
+            return False
+        try:
+            ControlApi(self.host, self.port, timeout_s=0.5).get("/version")
+        except InfrastructureError:
+            return False
+        return True
+
+    def exit_status(self) -> str:
+        """How the server we started ended, for a reason line (``killed by SIGKILL``)."""
+        code = None if self._proc is None else self._proc.poll()
+        return "stopped answering" if code is None else describe_exit(code)
+
+    def restart(self) -> ToxiproxyServer:
+        """Start a fresh server after this one died (a new port; trials make their own
+        proxies, so nothing of the old server is needed). A ``TOXIPROXY_URL`` server is
+        not ours to start: :class:`ToxiproxyUnavailable`."""
+        if self.location is not None and self.location.url is not None:
+            raise ToxiproxyUnavailable(
+                f"the Toxiproxy server at {self.location.url} (TOXIPROXY_URL) stopped "
+                "answering; start it again, or unset TOXIPROXY_URL to let crashpoint run one"
+            )
+        self.last_death = self.exit_status()
+        self.generation += 1
+        self._discard()
+        return self.start()
 
     def version(self) -> str:
         """The server's version, e.g. ``2.12.0`` (older servers answer plain text)."""

@@ -26,6 +26,7 @@ class TrialNetwork:
         self.server = server
         self.cell = cell
         self.tag = uuid.uuid4().hex[:8]
+        self.generation = server.generation
         self.faults: NetworkFaults | None = None
         self.provider: ProxyHandle | None = None
         self.ledger: ProxyHandle | None = None
@@ -69,6 +70,13 @@ class TrialNetwork:
     def up(self, which: Link = "provider") -> None:
         faults, proxy = self._link(which)
         faults.enable(proxy)
+
+    def failure(self) -> str | None:
+        if self.server.generation != self.generation:
+            return f"the Toxiproxy server died mid-trial ({self.server.last_death})"
+        if not self.server.alive():
+            return f"the Toxiproxy server died mid-trial ({self.server.exit_status()})"
+        return None
 
     def close(self) -> None:
         if self.faults is not None:

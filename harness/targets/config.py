@@ -117,6 +117,7 @@ _IMAGE_REF = re.compile(
     r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?)$"
 )
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(?::[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
 
@@ -280,6 +281,12 @@ def load_config(path: Path) -> CommandConfig:
         data, prefix = tool["crashpoint"], "tool.crashpoint."
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: tool.crashpoint must be a table; write [tool.crashpoint]")
+    return config_from_data(data, path=path, prefix=prefix)
+
+
+def config_from_data(data: Mapping[str, Any], *, path: Path, prefix: str = "") -> CommandConfig:
+    """Check a parsed document (``tomllib``'s output) read from ``path``, whose keys live
+    under ``prefix``; relative paths in it start at ``path``'s directory."""
     return _Schema(path, prefix).config(data)
 
 
@@ -437,7 +444,9 @@ class _Schema:
         for key in table:
             if key not in keys:
                 raise self.fail(
-                    f"{where}{key}", "is not a known key", f"{label} allows {', '.join(keys)}"
+                    f"{where}{_key_name(key)}",
+                    "is not a known key",
+                    f"{label} allows {', '.join(keys)}",
                 )
 
     def string(
@@ -546,7 +555,7 @@ class _Schema:
             docker,
             where,
             "image",
-            _IMAGE_REF.match,
+            _IMAGE_REF.fullmatch,
             "is not an image reference",
             f"name a local image like {_EXAMPLES['image']} (lower-case name, then :tag)",
         )
@@ -569,7 +578,7 @@ class _Schema:
             docker,
             where,
             "user",
-            _USER.match,
+            _USER.fullmatch,
             "is not a user",
             f"write a name, uid or uid:gid, like user = {_EXAMPLES['user']}",
         )
@@ -622,7 +631,7 @@ class _Schema:
             raise self.wrong("target.docker.", "env", env, "a table of strings")
         out = []
         for name, value in env.items():
-            if not _ENV_NAME.match(name):
+            if not _ENV_NAME.fullmatch(name):
                 raise self.fail(
                     key,
                     f"names {_shown(name)}, which is not an environment variable",
@@ -824,6 +833,12 @@ def _toml_type(value: object) -> str:
 def _shown(value: object) -> str:
     """A value as the file (TOML) or the line (JSON) spells it: ``"two"``, ``true``."""
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _key_name(key: str) -> str:
+    """A key as TOML spells it: bare when it can be, else quoted (a key may hold a
+    newline, and the error about it is still one line)."""
+    return key if _BARE_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False)
 
 
 def _clip(text: str, limit: int = 120) -> str:

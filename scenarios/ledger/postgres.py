@@ -7,6 +7,7 @@ is re-checked against the WHERE clause, so an expired lease is taken exactly onc
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +19,9 @@ from psycopg import sql
 from scenarios.ledger._sql import DDL, Cursor, SqlLedger, Tx
 
 _CONNECT_TIMEOUT_S = 5
+#: How long a lost connection is tried again: a server restart (``pg_ctl restart -m
+#: fast``) refuses connections for a fraction of a second.
+_RECONNECT_S = 5.0
 
 
 class PostgresLedger(SqlLedger):
@@ -26,9 +30,38 @@ class PostgresLedger(SqlLedger):
     def __init__(self, dsn: str, *, schema: str | None = None) -> None:
         self.dsn = dsn
         self.schema = schema
-        self._conn = psycopg.connect(dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S)
-        if schema:
-            self._conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        self._conn = self._connect()
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S)
+        if self.schema:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        return conn
+
+    def _fresh(self) -> None:
+        """Connect again when the server dropped this connection (a restart, an admin's
+        terminate). A statement that failed with it is not replayed here: a write whose
+        outcome is unknown stays the caller's to handle."""
+        if not (self._conn.closed or self._conn.broken):
+            return
+        deadline = time.monotonic() + _RECONNECT_S
+        while True:
+            try:
+                self._conn = self._connect()
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def _alive(self) -> None:
+        """Find out whether the connection still works before a read (a connection the
+        server closed looks fine until used); a read is safe to start again."""
+        self._fresh()
+        try:
+            self._conn.execute("SELECT 1")
+        except psycopg.OperationalError:
+            self._fresh()
 
     def _ddl(self) -> str:
         return DDL.format(real="DOUBLE PRECISION", bigint="BIGINT", serial="BIGSERIAL PRIMARY KEY")
@@ -56,10 +89,15 @@ class PostgresLedger(SqlLedger):
 
     @contextmanager
     def _write(self) -> Iterator[Tx]:
+        self._fresh()
         with self._conn.transaction(), self._conn.cursor() as cur:
             yield self._tx(cur)
 
-    _read = _write
+    @contextmanager
+    def _read(self) -> Iterator[Tx]:
+        self._alive()
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            yield self._tx(cur)
 
     def close(self) -> None:
         self._conn.close()

@@ -1,8 +1,8 @@
-"""Ctrl-C and SIGKILL of the harness mid-run leave no worker, provider or trial directory."""
+"""Ctrl-C and SIGKILL of the harness mid-run leave no worker, provider or trial directory,
+and nothing else that carries the run's marker: process groups, ports, containers."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+from leftovers import Leftovers, Marked
 
 pytestmark = pytest.mark.process
 
 
-def start_run(tmp_path: Path) -> subprocess.Popen[str]:
-    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
+def start_run(tmp_path: Path, marked: Marked) -> subprocess.Popen[str]:
+    env = marked.env()
     args = ["run", "--scenario", "lease_expiry_slow_worker"]
     args += ["--scenario", "crash_before_external_call", "-j", "2", "--out", str(tmp_path / "o")]
     return subprocess.Popen(
@@ -55,18 +55,32 @@ def gone_within(
 
 
 def test_ctrl_c_stops_the_run_and_cleans_up(tmp_path: Path) -> None:
-    proc = start_run(tmp_path)
-    kids = descendants_when_busy(proc, tmp_path / "tmp")
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
-    assert "interrupted" in err
-    assert gone_within(kids, tmp_path / "tmp", 10) == ([], [])
+    marked = Marked(tmp_path)
+    try:
+        proc = start_run(tmp_path, marked)
+        kids = descendants_when_busy(proc, marked.tmp)
+        marked.sample()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert "interrupted" in err
+        assert gone_within(kids, marked.tmp, 10) == ([], [])
+        assert marked.seen_ports, "the run's providers were listening"
+        assert marked.wait_clean(10) == Leftovers()
+    finally:
+        marked.kill_all()
 
 
 def test_sigkill_of_the_harness_is_cleaned_up_by_the_watchdog(tmp_path: Path) -> None:
-    proc = start_run(tmp_path)
-    kids = descendants_when_busy(proc, tmp_path / "tmp")
-    proc.kill()
-    proc.communicate(timeout=10)
-    assert gone_within(kids, tmp_path / "tmp", 15) == ([], [])
+    marked = Marked(tmp_path)
+    try:
+        proc = start_run(tmp_path, marked)
+        kids = descendants_when_busy(proc, marked.tmp)
+        marked.sample()
+        proc.kill()
+        proc.communicate(timeout=10)
+        assert gone_within(kids, marked.tmp, 15) == ([], [])
+        assert marked.seen_ports, "the run's providers were listening"
+        assert marked.wait_clean(10) == Leftovers()
+    finally:
+        marked.kill_all()

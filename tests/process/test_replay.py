@@ -59,7 +59,9 @@ def test_nothing_to_replay_when_everything_held(tmp_path: Path) -> None:
 
 
 def test_unknown_trial_is_a_usage_error(tmp_path: Path) -> None:
-    (tmp_path / "results.json").write_text(json.dumps({"trials": []}))
+    # A record replay can read (it is checked as `crashpoint report` checks it), empty.
+    record = {"schema": "crashpoint.results/1", "run_id": "r", "target": {"name": "t"}}
+    (tmp_path / "results.json").write_text(json.dumps({**record, "trials": []}))
     bad = crashpoint("replay", str(tmp_path / "results.json"), "--trial", "nope")
     assert bad.returncode == 2
     assert "no trial 'nope'" in bad.stderr
