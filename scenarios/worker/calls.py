@@ -9,9 +9,17 @@ A lookup ends in one of the seeds' reconcile results, plus ``unqueryable`` (501)
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+# httpx imports its command-line tool (click, rich, pygments) eagerly when they are
+# installed, and falls back to a stub when that import fails: a worker has no use for it,
+# and it is two thirds of the worker's start-up (python -X importtime). Set only if
+# httpx is not loaded yet, so a process that already has the real module keeps it.
+if "httpx" not in sys.modules:
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 import httpx
 
