@@ -9,14 +9,16 @@ from pathlib import Path
 from harness.commands.console import console, print_summary
 from harness.commands.matrix import MatrixOptions, run_matrix, trial_config
 from harness.infra import RunInfra
+from harness.jobs import resolve_jobs
 from harness.results import exit_code
 from reports import write_run
 
 
-def demo_command(*, out: Path, seed: int | None, jobs: int) -> int:
+def demo_command(*, out: Path, seed: int | None, jobs: int | None) -> int:
     seed = seed if seed is not None else random.randrange(2**31)
     opts = MatrixOptions(out=out, seed=seed, jobs=jobs)
     chosen = opts.cells()
+    jobs = resolve_jobs(jobs, len(chosen))
     console.print(
         f"crashpoint demo: {len(chosen)} trials of the reference worker on SQLite "
         f"(seed {seed}, {jobs} at a time)"

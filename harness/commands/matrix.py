@@ -15,6 +15,7 @@ from harness.infra import RunInfra
 from harness.plan import Cell, select_cells
 from harness.results import results_document
 from harness.runner import RunSpec, run_cells
+from harness.targets.reference import LEASE_TTL_S
 from harness.trial import TrialConfig
 from harness.verdict import TrialResult
 
@@ -36,7 +37,8 @@ class MatrixOptions:
     seed: int | None = None
     out: Path = Path("crashpoint-out")
     strict: bool = False
-    jobs: int = 1
+    #: Trials at once; None: the run's default (``harness.jobs``).
+    jobs: int | None = None
     shard: str | None = None
     lease_ttl_s: float | None = None
     pg_dsn: str | None = None
@@ -58,7 +60,9 @@ class MatrixOptions:
 
 
 def trial_config(lease_ttl_s: float | None, pg_dsn: str | None) -> TrialConfig:
-    lease = lease_ttl_s or 0.6
+    """The trial settings: ``lease_ttl_s`` is the target's (a command target always
+    declares one); None is the reference worker's own (docs/fairness.md)."""
+    lease = lease_ttl_s or LEASE_TTL_S
     return TrialConfig(lease_ttl_s=lease, http_timeout_s=max(0.3, lease), pg_dsn=pg_dsn)
 
 
@@ -78,7 +82,7 @@ def run_matrix(
     seed: int,
     config: TrialConfig,
     command: str,
-    jobs: int,
+    jobs: int | None,
     target: dict[str, Any],
     replay_prefix: Sequence[str] = (),
     label: str | None = None,
