@@ -10,6 +10,7 @@ index so a violation can point at the events it was decided from.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -102,6 +103,12 @@ class Record:
     #: Signals sent to workers: the moments of the crashes that led to any violation.
     signals: tuple[int, ...] = ()
 
+    @functools.cached_property
+    def writes(self) -> list[tuple[tuple[str, str], list[Arrival]]]:
+        """Every (provider, job)'s writes in time order, sorted by provider and job: read
+        once for every invariant that walks them."""
+        return sorted(writes_by_job(self.arrivals).items())
+
     def cite(self, facts: Iterable[object]) -> list[int]:
         """Indexes of the events behind ``facts``, with what concerns their arrivals and
         every signal sent."""
@@ -169,14 +176,15 @@ def read(events: Sequence[Event]) -> Record:
 
 
 def _load(cls: type[Any], names: tuple[str, ...], e: Event, i: int) -> Any:
-    missing = [n for n in names if n not in e.fields]
-    if missing:
+    try:
+        return cls(**{n: e.fields[n] for n in names})
+    except KeyError:
+        missing = [n for n in names if n not in e.fields]
         raise ValueError(
             f"event #{i} ({e.kind} from {e.source}) does not carry a whole "
             f"{cls.__name__.lower()}: {', '.join(missing)} missing; provider events are "
             "made by harness.observe, which copies every field"
-        )
-    return cls(**{n: e.fields[n] for n in names})
+        ) from None
 
 
 def _job(e: Event, i: int) -> str:
