@@ -27,7 +27,7 @@ from harness.probes import ProbeFailed, docker_version, postgres_dsn, postgres_v
 from harness.results import base_environment
 from harness.runner import RunSpec
 from harness.target import TargetAdapter
-from harness.targets.reference import LEASE_TTL_S
+from harness.targets.reference import reference_lease_s
 from harness.trial import TrialConfig
 from harness.watchdog import Watchdog
 
@@ -186,7 +186,7 @@ class RunInfra:
     ) -> RunSpec:
         """The run of ``cells``; ``jobs`` None is the default width (``harness.jobs``)."""
         replay: list[str] = []
-        if config.lease_ttl_s != LEASE_TTL_S:
+        if config.lease_ttl_s != reference_lease_s(self.backend_name):
             replay += ["--lease-ttl-s", str(config.lease_ttl_s)]
         return RunSpec(
             cells=cells,

@@ -196,7 +196,7 @@ class CrashpointSession:
         spec = infra.spec(
             self.selected,
             seed=self.seed,
-            config=trial_config(self.lease_ttl_s, infra.pg_dsn),
+            config=trial_config(self.lease_ttl_s, infra.pg_dsn, backend=infra.backend_name),
             command="pytest",
             jobs=1,
             target=self.target_doc,

@@ -15,7 +15,7 @@ from harness.infra import RunInfra
 from harness.plan import Cell, select_cells
 from harness.results import results_document
 from harness.runner import RunSpec, run_cells
-from harness.targets.reference import LEASE_TTL_S
+from harness.targets.reference import reference_lease_s
 from harness.trial import TrialConfig
 from harness.verdict import TrialResult
 
@@ -59,10 +59,12 @@ class MatrixOptions:
         )
 
 
-def trial_config(lease_ttl_s: float | None, pg_dsn: str | None) -> TrialConfig:
+def trial_config(
+    lease_ttl_s: float | None, pg_dsn: str | None, *, backend: str = "process"
+) -> TrialConfig:
     """The trial settings: ``lease_ttl_s`` is the target's (a command target always
-    declares one); None is the reference worker's own (docs/fairness.md)."""
-    lease = lease_ttl_s or LEASE_TTL_S
+    declares one); None is the reference worker's own on ``backend`` (docs/fairness.md)."""
+    lease = lease_ttl_s or reference_lease_s(backend)
     return TrialConfig(lease_ttl_s=lease, http_timeout_s=max(0.3, lease), pg_dsn=pg_dsn)
 
 

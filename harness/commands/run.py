@@ -49,7 +49,7 @@ def run_command(
             )
     seed = opts.seed if opts.seed is not None else random.randrange(2**31)
     chosen = opts.cells(mutant=mutant)
-    config = trial_config(opts.lease_ttl_s, opts.pg_dsn)
+    config = trial_config(opts.lease_ttl_s, opts.pg_dsn, backend=opts.backend)
     code: int = ExitCode.HELD
     with RunInfra.open(
         chosen, ledger=opts.ledger, backend=opts.backend, pg_dsn=opts.pg_dsn, command=command

@@ -24,6 +24,16 @@ MAX_ATTEMPTS = 3
 #: call still has 75 ms before another worker may reclaim. With both cores busy
 #: (tests/process/test_loaded_machine.py) the correct worker holds every cell at it.
 LEASE_TTL_S = 0.3
+#: ... and in a container: each failpoint crosses into the container's own network and,
+#: on a loaded machine, took 0.17 s a boundary, so claim to call-out outlasted 0.3 s and
+#: a correct worker gave its lease up (safe, but the cell went unreached). The lease it
+#: ran with before, which held every container cell.
+DOCKER_LEASE_TTL_S = 0.6
+
+
+def reference_lease_s(backend: str) -> float:
+    """The reference worker's lease on ``backend``."""
+    return DOCKER_LEASE_TTL_S if backend == "docker" else LEASE_TTL_S
 
 
 class ReferenceAdapter:
