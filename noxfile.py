@@ -119,8 +119,12 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """Measure speed and memory targets; prints medians and ratios."""
-    session.run("python", "-m", "benchmarks", *session.posargs)
+    """Measure the speed targets: writes bench.json and prints a table (a few minutes).
+
+    ``nox -s bench -- NAME ...`` runs other benchmarks instead (``python -m benchmarks``
+    lists them); ``BENCH_RUNS=5`` repeats each matrix for medians.
+    """
+    session.run("python", "-m", "benchmarks", *(session.posargs or ["speed"]))
 
 
 @nox.session(default=False)

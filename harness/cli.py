@@ -88,6 +88,40 @@ def _out_option(default: str) -> Callable[[click.decorators.FC], click.decorator
     )
 
 
+class _Jobs(click.ParamType[int | None]):
+    """``auto`` (None: the run's default, see harness.jobs) or a number from 1 to 64."""
+
+    name = "jobs"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int | None:
+        if value is None or isinstance(value, int):
+            return value
+        text = str(value).strip().lower()
+        if text == "auto":
+            return None
+        try:
+            n = int(text)
+        except ValueError:
+            self.fail(f"{value!r} is neither auto nor a number of trials", param, ctx)
+        if not 1 <= n <= 64:
+            self.fail(f"{n} is not from 1 to 64", param, ctx)
+        return n
+
+
+def _jobs_option() -> Callable[[click.decorators.FC], click.decorators.FC]:
+    return click.option(
+        "--jobs",
+        "-j",
+        type=_Jobs(),
+        default="auto",
+        metavar="N|auto",
+        show_default=True,
+        help="Trials at once, or auto.",
+    )
+
+
 def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
     options = [
         click.option(
@@ -147,14 +181,7 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
             is_flag=True,
             help="Exit 1 on warnings too.",
         ),
-        click.option(
-            "--jobs",
-            "-j",
-            type=click.IntRange(1, 64),
-            default=1,
-            metavar="N",
-            help="Trials run at once.",
-        ),
+        _jobs_option(),
         click.option(
             "--shard",
             default=None,
@@ -251,10 +278,8 @@ def selftest(**kw: Any) -> None:
 @click.option(
     "--seed", type=int, default=None, metavar="N", help="Seed of the run.  [default: random]"
 )
-@click.option(
-    "--jobs", "-j", type=click.IntRange(1, 64), default=2, metavar="N", help="Trials run at once."
-)
-def demo(out: Path, seed: int | None, jobs: int) -> None:
+@_jobs_option()
+def demo(out: Path, seed: int | None, jobs: int | None) -> None:
     """Run every cell on the reference worker; HTML report.
 
     Needs nothing beyond Python: SQLite ledger, local processes; network scenarios are

@@ -22,11 +22,13 @@ from harness.backends.base import Backend
 from harness.contract.errors import InfrastructureError, ToxiproxyUnavailable
 from harness.drivers import driver_for, provider, restore
 from harness.history import History
+from harness.jobs import resolve_jobs
 from harness.plan import Cell
 from harness.probes import ProbeFailed, docker_version, postgres_dsn, postgres_version
 from harness.results import base_environment
 from harness.runner import RunSpec
 from harness.target import TargetAdapter
+from harness.targets.reference import reference_lease_s
 from harness.trial import TrialConfig
 from harness.watchdog import Watchdog
 
@@ -207,11 +209,12 @@ class RunInfra:
         seed: int,
         config: TrialConfig,
         command: str,
-        jobs: int,
+        jobs: int | None,
         target: dict[str, Any],
     ) -> RunSpec:
+        """The run of ``cells``; ``jobs`` None is the default width (``harness.jobs``)."""
         replay: list[str] = []
-        if config.lease_ttl_s != TrialConfig.lease_ttl_s:
+        if config.lease_ttl_s != reference_lease_s(self.backend_name):
             replay += ["--lease-ttl-s", str(config.lease_ttl_s)]
         return RunSpec(
             cells=cells,
@@ -221,7 +224,7 @@ class RunInfra:
             make_target=self.make_target,
             target=target,
             command=command,
-            jobs=jobs,
+            jobs=resolve_jobs(jobs, len(cells), backend=self.backend_name),
             skipped=self.skipped(cells),
             make_network=self.make_network,
             replay_flags=replay,

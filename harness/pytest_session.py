@@ -199,6 +199,7 @@ class CrashpointSession:
             config=trial_config(
                 self.lease_ttl_s,
                 infra.pg_dsn,
+                backend=infra.backend_name,
                 term_grace_s=self.command.term_grace_s if self.command is not None else None,
             ),
             command="pytest",

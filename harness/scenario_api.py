@@ -455,19 +455,6 @@ def trial_network(infra: RunInfra, cell: Cell) -> NetworkSeam:
     return TrialNetwork(infra.toxiproxy, cell)
 
 
-def trial_config(
-    lease_ttl_s: float | None, pg_dsn: str | None, *, term_grace_s: float | None = None
-) -> TrialConfig:
-    """The settings ``crashpoint run`` gives a trial for this lease."""
-    lease = lease_ttl_s or TrialConfig.lease_ttl_s
-    return TrialConfig(
-        lease_ttl_s=lease,
-        http_timeout_s=max(0.3, lease),
-        pg_dsn=pg_dsn,
-        term_grace_s=term_grace_s,
-    )
-
-
 @contextlib.contextmanager
 def scenario_trial(
     name: str = "custom_scenario",
@@ -495,7 +482,7 @@ def scenario_trial(
     lease = lease_ttl_s or (command.lease_ttl_s if command is not None else None)
     with RunInfra.open([], ledger=ledger, backend=backend, pg_dsn=pg_dsn, command=command) as infra:
         grace = command.term_grace_s if command is not None else None
-        settings = trial_config(lease, infra.pg_dsn, term_grace_s=grace)
+        settings = TrialConfig.for_target(lease, infra.pg_dsn, backend=backend, term_grace_s=grace)
         st = open_trial(infra, cell, seed=seed, config=settings, network=network)
         try:
             yield st.start()

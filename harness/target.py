@@ -15,7 +15,7 @@ is the target's own: nothing is borrowed from the reference worker (docs/fairnes
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from harness.history import Event
 from harness.observe import ProviderLog
@@ -32,6 +32,16 @@ def quiet_window_s(lease_ttl_s: float) -> float:
     """The provider silence that ends a trial whose target cannot tell its jobs' states,
     and the window in which writes still arriving mean that retries never stopped."""
     return max(QUIET_S, QUIET_LEASES * lease_ttl_s)
+
+
+@runtime_checkable
+class LeaseClock(Protocol):
+    """A target whose ledger tells when a job's lease runs out, on this machine's
+    monotonic clock (the reference: its ledger stores the expiry its worker renewed to)."""
+
+    def lease_expires_at(self, job_id: str) -> float | None:
+        """When ``job_id``'s current lease runs out; None when no lease is held."""
+        ...
 
 
 #: How a job reaches the target a second time (``duplicate_delivery``): a second

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fake_providers import Fault, ProviderProcess, start_provider
+from harness.attempts import open_attempts, reports_claims
 from harness.backends.base import Backend, LogsApart, WorkerHandle, record_escalation
 from harness.contract.env import STATE_DIR, provider_env_name, provider_env_var, provider_kind_var
 from harness.contract.errors import ConfigError, Inconclusive, RendezvousTimeout
@@ -32,10 +33,11 @@ from harness.history import Event, History
 from harness.lanes import WorkerNames
 from harness.observe import Observer
 from harness.oracle import TrialFacts
+from harness.phases import Phases
 from harness.plan import Cell
 from harness.providers import ProviderControl
 from harness.rendezvous import Gate, Hit, Rendezvous
-from harness.target import TargetAdapter, quiet_window_s
+from harness.target import LeaseClock, TargetAdapter, quiet_window_s
 from harness.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -77,6 +79,28 @@ class TrialConfig:
             return self.term_grace_s
         return TERM_GRACE_LEASES * self.lease_ttl_s
 
+    @classmethod
+    def for_target(
+        cls,
+        lease_ttl_s: float | None,
+        pg_dsn: str | None,
+        *,
+        backend: str = "process",
+        term_grace_s: float | None = None,
+    ) -> TrialConfig:
+        """The settings every command gives a trial: ``lease_ttl_s`` is the target's (a
+        command target always declares one); None is the reference worker's own on
+        ``backend`` (docs/fairness.md). ``term_grace_s``: the target's; None: two leases."""
+        from harness.targets.reference import reference_lease_s
+
+        lease = lease_ttl_s or reference_lease_s(backend)
+        return cls(
+            lease_ttl_s=lease,
+            http_timeout_s=max(0.3, lease),
+            pg_dsn=pg_dsn,
+            term_grace_s=term_grace_s,
+        )
+
 
 class Trial:
     """The state and verbs of one running trial."""
@@ -110,6 +134,8 @@ class Trial:
         #: box), or None (by the harness's own action, or not at all).
         self.reached_by: str | None = None
         self.waits_s = 0.0
+        #: The harness's own steps, timed (results.json ``timings``, ``nox -s bench``).
+        self.phases = Phases()
         # Short paths: the failpoint socket lives here and UNIX socket paths are short.
         base = config.workdir or Path(tempfile.gettempdir())
         base.mkdir(parents=True, exist_ok=True)
@@ -155,7 +181,8 @@ class Trial:
         for _, name in self.steps:
             # The reference's later steps call providers of the cell's kind of their own.
             declared.setdefault(name, self.cell.provider)
-        self.providers = start_providers(declared, self.dir, self.target.provider_options())
+        with self.phases.timed("provider"):
+            self.providers = start_providers(declared, self.dir, self.target.provider_options())
         ttl = self.cell.scenario.key_ttl_s
         if ttl is not None:
             for provider in self.providers.values():
@@ -169,10 +196,12 @@ class Trial:
                 # What each tool declares, as its clients read it: the oracle holds the
                 # annotations to what the provider then does (tool_annotations).
                 self.history.append(f"provider:{name}", "tools", tools=provider.client.tools())
-        self.rendezvous = Rendezvous(
-            str(self.dir / "failpoints.sock"), history=self.history, names=self.names.name_of
-        )
-        self.target.setup()
+        with self.phases.timed("rendezvous"):
+            self.rendezvous = Rendezvous(
+                str(self.dir / "failpoints.sock"), history=self.history, names=self.names.name_of
+            )
+        with self.phases.timed("ledger"):
+            self.target.setup()
         self.observer.watch_ledger(self.target)
         if self.network is not None:
             self.network.attach(
@@ -198,11 +227,20 @@ class Trial:
         if self.stopped_at is not None:
             return
         self.stopped_at = time.monotonic()
-        for handle in self.workers.values():
+
+        def stop_one(handle: WorkerHandle) -> None:
             with contextlib.suppress(Exception):
                 if handle.name in self.paused:
                     handle.resume()
                 handle.stop(timeout_s=self.config.term_grace)
+
+        live = [h for h in self.workers.values() if h.exited_at is None]
+        if len(live) > 1:
+            # Side by side: each stop waits for its worker's exit, and they add up.
+            with ThreadPoolExecutor(max_workers=len(live)) as pool:
+                list(pool.map(stop_one, live))
+        for handle in self.workers.values():
+            stop_one(handle)  # reaps the rest; at once for one already stopped
         with contextlib.suppress(Exception):
             self.backend.close()
         if self.rendezvous is not None:
@@ -212,11 +250,16 @@ class Trial:
     def record(self) -> list[Event]:
         """Stop, bring in the providers', ledger's and logs' last records, and return the
         history sorted by time: the list the oracle judges and results.json keeps."""
-        self.stop()
-        self.observer.settle()
-        return self.history.events()
+        with self.phases.timed("record"):
+            self.stop()
+            self.observer.settle()
+            return self.history.events()
 
     def teardown(self) -> None:
+        with self.phases.timed("teardown"):
+            self._teardown()
+
+    def _teardown(self) -> None:
         self.stop()
         for provider in self.providers.values():
             with contextlib.suppress(Exception):
@@ -326,7 +369,8 @@ class Trial:
             start = functools.partial(
                 self.backend.start_with_logs, name, argv, env=env, cwd=cwd, log_dir=self.dir
             )
-        handle = self.names.start(name, start)
+        with self.phases.timed("spawn"):
+            handle = self.names.start(name, start)
         self.workers[name] = handle
         log = getattr(handle, "stderr_path", None)
         if log is not None:
@@ -451,27 +495,82 @@ class Trial:
         if interrupted:
             raise Inconclusive("interrupted")
 
-    def wait_quiescent(self, *, timeout_s: float | None = None) -> bool:
-        """Poll until every job has ended at every consumer and stays ended a moment.
+    def wait_lease_out(self, job: str, *, leases: float) -> None:
+        """Wait until ``job``'s lease has run out under a stopped owner.
 
-        The settle pause lets a straggler (a thawed owner, a late recovery) act; if it
-        reopens a job, polling goes on until the bound.
+        A target whose ledger tells the expiry (:class:`LeaseClock`) is waited on to that
+        moment, read after the owner stopped (a stopped owner renews no more). Any other
+        is given ``leases`` of its own lease: its clock and rounding are its own, so the
+        margin is part of the wait.
+        """
+        assert self.target is not None
+        if not isinstance(self.target, LeaseClock):
+            self.sleep(self.config.lease_ttl_s * leases)
+            return
+        expires = self.target.lease_expires_at(job)
+        if expires is not None:
+            self.sleep(max(0.0, expires - time.monotonic()))
+
+    def wait_quiescent(self, *, timeout_s: float | None = None) -> bool:
+        """Poll until every job has ended at every consumer and nothing still acts on one.
+
+        "Nothing acts" is read from the history where the target's ledger gives claims:
+        no live worker is inside an attempt (:mod:`harness.attempts`), so the trial ends
+        the moment the last one is over. Where that cannot be read (no claims as events,
+        a second consumer's ledger, an attempt still open), the settle pause
+        (``TrialConfig.settle_s``, the harness's own bound for every target) lets a
+        straggler (a thawed owner, a late recovery) act; if it reopens a job, polling
+        goes on until the bound.
         """
         deadline = time.monotonic() + (timeout_s or self.config.quiescence_timeout_s)
         t0 = time.monotonic()
         try:
-            while time.monotonic() < deadline:
-                if self._all_quiescent():
-                    if self.abort.wait(self.config.settle_s):
-                        raise Inconclusive("interrupted")
+            with self.phases.timed("quiescence"):
+                while time.monotonic() < deadline:
                     if self._all_quiescent():
-                        self.quiet_deadline = None
-                        return True
-                    continue
+                        if self.nothing_in_flight():
+                            self.quiet_deadline = None
+                            return True
+                        if self.abort.wait(self.config.settle_s):
+                            raise Inconclusive("interrupted")
+                        if self._all_quiescent():
+                            self.quiet_deadline = None
+                            return True
+                        continue
+                    # The poll: one ledger read (or a status command, itself paced).
+                    if self.abort.wait(0.02):
+                        raise Inconclusive("interrupted")
+                self.quiet_deadline = deadline
+                return False
+        finally:
+            self.waits_s += time.monotonic() - t0
+
+    def nothing_in_flight(self) -> bool:
+        """True when the history shows that no live worker is inside an attempt; False
+        when one is, or when the target's events cannot show it."""
+        if self.consumers:
+            return False  # a second consumer's ledger is not read as events
+        self.observer.drain()
+        events = self.history.events()
+        if not reports_claims(events):
+            return False
+        # A stopped worker cannot act until it is resumed, and the driver waits then.
+        alive = [
+            name
+            for name, h in self.workers.items()
+            if h.exited_at is None and name not in self.paused
+        ]
+        return not open_attempts(events, alive)
+
+    def wait_attempts_over(self, bound_s: float) -> None:
+        """Wait until no live worker is inside an attempt, at most ``bound_s``: the
+        whole bound where the history cannot show it."""
+        deadline = time.monotonic() + bound_s
+        t0 = time.monotonic()
+        try:
+            while time.monotonic() < deadline and not self.nothing_in_flight():
                 if self.abort.wait(0.02):
                     raise Inconclusive("interrupted")
-            self.quiet_deadline = deadline
-            return False
         finally:
             self.waits_s += time.monotonic() - t0
 

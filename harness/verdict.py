@@ -147,11 +147,12 @@ def run_trial(
         quiescent = trial.wait_quiescent()
         events = trial.record()
         facts = trial.facts(quiescent=quiescent, review_expected=review)
-        violations = check(events, facts)
-        notes = unjudged(events, facts)
-        warnings = warnings_of(events, facts)
-        trace = trace_rows(events, facts)
-        review_desk = review_rows(events, facts)
+        with trial.phases.timed("oracle"):
+            violations = check(events, facts)
+            notes = unjudged(events, facts)
+            warnings = warnings_of(events, facts)
+            trace = trace_rows(events, facts)
+            review_desk = review_rows(events, facts)
         safety = [v for v in violations if v.invariant not in LIVENESS]
         if violations:
             verdict = "violated"
@@ -200,6 +201,7 @@ def run_trial(
             "worker_s": worker_s,
             "waits_s": trial.waits_s,
             "overhead_s": max(0.0, duration - trial.waits_s),
+            **trial.phases.as_timings(),
         },
         unjudged=notes,
         reached_by=trial.reached_by if trial.reached else None,

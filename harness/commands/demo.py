@@ -11,13 +11,15 @@ from harness.commands.matrix import MatrixOptions, run_matrix, trial_config, wor
 from harness.commands.outputs import keep_run
 from harness.contract.vocabulary import ExitCode
 from harness.infra import RunInfra
+from harness.jobs import resolve_jobs
 from harness.results import exit_code
 
 
-def demo_command(*, out: Path, seed: int | None, jobs: int) -> int:
+def demo_command(*, out: Path, seed: int | None, jobs: int | None) -> int:
     seed = seed if seed is not None else random.randrange(2**31)
     opts = MatrixOptions(out=out, seed=seed, jobs=jobs)
     chosen = opts.cells()
+    jobs = resolve_jobs(jobs, len(chosen))
     console.print(
         f"crashpoint demo: {len(chosen)} trials of the reference worker on SQLite "
         f"(seed {seed}, {jobs} at a time)"

@@ -37,7 +37,8 @@ class MatrixOptions:
     out: Path = Path("crashpoint-out")
     strict: bool = False
     fail_on_warning: bool = False
-    jobs: int = 1
+    #: Trials at once; None: the run's default (``harness.jobs``).
+    jobs: int | None = None
     shard: str | None = None
     lease_ttl_s: float | None = None
     pg_dsn: str | None = None
@@ -61,16 +62,8 @@ class MatrixOptions:
         )
 
 
-def trial_config(
-    lease_ttl_s: float | None, pg_dsn: str | None, *, term_grace_s: float | None = None
-) -> TrialConfig:
-    lease = lease_ttl_s or 0.6
-    return TrialConfig(
-        lease_ttl_s=lease,
-        http_timeout_s=max(0.3, lease),
-        pg_dsn=pg_dsn,
-        term_grace_s=term_grace_s,
-    )
+#: The trial settings for a target's lease and SIGTERM grace, as every command gives them.
+trial_config = TrialConfig.for_target
 
 
 def execute(spec: RunSpec, *, label: str) -> list[TrialResult]:
@@ -89,7 +82,7 @@ def run_matrix(
     seed: int,
     config: TrialConfig,
     command: str,
-    jobs: int,
+    jobs: int | None,
     target: dict[str, Any],
     replay_prefix: Sequence[str] = (),
     label: str | None = None,

@@ -51,7 +51,7 @@ def run_command(
     seed = opts.seed if opts.seed is not None else random.randrange(2**31)
     chosen = opts.cells(mutant=mutant)
     grace = command.term_grace_s if command is not None else None
-    config = trial_config(opts.lease_ttl_s, opts.pg_dsn, term_grace_s=grace)
+    config = trial_config(opts.lease_ttl_s, opts.pg_dsn, backend=opts.backend, term_grace_s=grace)
     code: int = ExitCode.HELD
     with RunInfra.open(
         chosen, ledger=opts.ledger, backend=opts.backend, pg_dsn=opts.pg_dsn, command=command

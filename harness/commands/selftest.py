@@ -23,7 +23,7 @@ def selftest_command(opts: MatrixOptions) -> int:
     all_cells = opts.cells()
     for name in sorted(MUTANTS):
         all_cells += opts.cells(mutant=name)
-    config = trial_config(opts.lease_ttl_s, opts.pg_dsn)
+    config = trial_config(opts.lease_ttl_s, opts.pg_dsn, backend=opts.backend)
     with RunInfra.open(
         all_cells, ledger=opts.ledger, backend=opts.backend, pg_dsn=opts.pg_dsn
     ) as infra:

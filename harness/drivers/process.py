@@ -47,11 +47,14 @@ def lease_expiry_slow_worker(trial: Trial) -> frozenset[str]:
     trial.send(w1, "SIGSTOP")
     # Let the frozen worker go at the boundary: it reads the answer only when thawed.
     hit.resume()
-    trial.sleep(trial.config.lease_ttl_s * 1.5)
+    # Until the stopped owner's lease has surely run out: its expiry in the ledger where
+    # the target tells it, else 1.5 of its own leases.
+    trial.wait_lease_out(job, leases=1.5)
     trial.start_worker()
     if not trial.wait_quiescent():
         raise Inconclusive("the second worker did not finish while the owner was stopped")
     trial.send(w1, "SIGCONT")
-    # The thawed owner acts now (a late call or a late result write) or never.
-    trial.sleep(max(trial.config.settle_s, trial.config.lease_ttl_s))
+    # The thawed owner acts now (a late call or a late result write) or never: until its
+    # attempt is seen to end, at most max(settle, one lease of its own).
+    trial.wait_attempts_over(max(trial.config.settle_s, trial.config.lease_ttl_s))
     return NONE

@@ -10,6 +10,7 @@ in the event list the oracle was given.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Sequence
 
 from harness.contract.vocabulary import LIVENESS
@@ -80,13 +81,22 @@ def check(events: Sequence[Event], facts: TrialFacts) -> list[Violation]:
     ``events`` is the history sorted by time, as written to results.json: violations
     point into it.
     """
-    record = read(events)
-    found: list[Violation] = []
-    for name, invariant in CHECKS.items():
-        if name in LIVENESS and not facts.quiescent:
-            continue
-        found += invariant(record, facts)
-    return found
+    # The oracle builds a record per event and keeps every one until it returns:
+    # collections would find nothing to free, and on a long history they cost more
+    # than the checks (a 100,000-arrival history runs over twice as fast without).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        record = read(events)
+        found: list[Violation] = []
+        for name, invariant in CHECKS.items():
+            if name in LIVENESS and not facts.quiescent:
+                continue
+            found += invariant(record, facts)
+        return found
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def unjudged(events: Sequence[Event], facts: TrialFacts) -> dict[str, str]:

@@ -10,6 +10,7 @@ index so a violation can point at the events it was decided from.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
@@ -121,6 +122,12 @@ class Record:
     #: the index of the event that recorded them (see :data:`TOOLS_EVENT`).
     tools: Mapping[tuple[str, str], Mapping[str, bool]] = field(default_factory=dict)
     tools_index: Mapping[str, int] = field(default_factory=dict)
+
+    @functools.cached_property
+    def writes(self) -> list[tuple[tuple[str, str], list[Arrival]]]:
+        """Every (provider, job)'s writes in time order, sorted by provider and job: read
+        once for every invariant that walks them."""
+        return sorted(writes_by_job(self.arrivals).items())
 
     def cite(self, facts: Iterable[object]) -> list[int]:
         """Indexes of the events behind ``facts``, with what concerns their arrivals and

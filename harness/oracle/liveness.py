@@ -20,18 +20,24 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
     if states is None:
         return []
     effects: dict[str, list[Effect]] = defaultdict(list)
+    per_job: dict[str, Counter[str]] = defaultdict(Counter)
     for e in record.effects:
         if e.job_id is not None:
             effects[e.job_id].append(e)
+            per_job[e.job_id][e.provider] += 1
     finals = {j.job_id: j for j in states}
+    # Indexed once: a scan of every arrival for every job is quadratic in the history.
+    written: dict[str | None, set[str]] = defaultdict(set)
+    for a in record.arrivals:
+        if a.kind == "write":
+            written[a.job_id].add(a.provider)
     out = []
     for job in facts.jobs:
         # A job's duty is one effect at the provider it was routed to, and one at each
         # other provider it wrote to in the same flow (a charge, then a receipt): a job
         # closed as done after a refused second call is lost all the same.
-        per = Counter(e.provider for e in effects.get(job, []))
-        sent = {a.provider for a in record.arrivals if a.job_id == job and a.kind == "write"}
-        owed = sent | set(per)
+        per = per_job.get(job, Counter())
+        owed = written.get(job, set()) | set(per)
         if job in facts.job_providers:
             owed.add(facts.job_providers[job])
         # A multi-step job owes every step's effect, written or not.

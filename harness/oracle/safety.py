@@ -15,7 +15,7 @@ from collections import defaultdict
 
 from fake_providers.models import Effect
 from harness.oracle.evidence import Violation, violation
-from harness.oracle.facts import Record, TrialFacts, identity, settled, writes_by_job
+from harness.oracle.facts import Record, TrialFacts, identity, settled
 
 
 def no_duplicate_effect(record: Record, facts: TrialFacts) -> list[Violation]:
@@ -48,7 +48,7 @@ def no_retry_while_unknown(record: Record, facts: TrialFacts) -> list[Violation]
     """
     out = []
     lookups = [a for a in record.arrivals if a.kind == "lookup"]
-    for (provider, job), writes in sorted(writes_by_job(record.arrivals).items()):
+    for (provider, job), writes in record.writes:
         kind = facts.provider_kinds.get(provider, "plain")
         if kind == "unqueryable":
             continue
@@ -87,7 +87,7 @@ def no_retry_while_unknown(record: Record, facts: TrialFacts) -> list[Violation]
 def stable_key_and_payload(record: Record, facts: TrialFacts) -> list[Violation]:
     """3. Every write of one logical job carries one key (or marker) and one fingerprint."""
     out = []
-    for (provider, job), writes in sorted(writes_by_job(record.arrivals).items()):
+    for (provider, job), writes in record.writes:
         identities = {identity(w) for w in writes}
         prints = {w.fingerprint for w in writes}
         if len(identities) > 1:
@@ -126,7 +126,7 @@ def bounded_retries(record: Record, facts: TrialFacts) -> list[Violation]:
     if limit is None:
         return _retries_stop(record, facts)
     out = []
-    for (provider, job), writes in sorted(writes_by_job(record.arrivals).items()):
+    for (provider, job), writes in record.writes:
         if len(writes) > limit:
             out.append(
                 violation(
@@ -156,7 +156,7 @@ def _retries_stop(record: Record, facts: TrialFacts) -> list[Violation]:
     if since is None:
         return []
     out = []
-    for (provider, job), writes in sorted(writes_by_job(record.arrivals).items()):
+    for (provider, job), writes in record.writes:
         late = [w for w in writes if w.t_mono >= since]
         if late:
             out.append(
@@ -176,7 +176,7 @@ def _retries_stop(record: Record, facts: TrialFacts) -> list[Violation]:
 def ambiguity_goes_to_review(record: Record, facts: TrialFacts) -> list[Violation]:
     """7. An unknown that cannot be reconciled is never replayed, and ends in review."""
     out = []
-    for (provider, job), writes in sorted(writes_by_job(record.arrivals).items()):
+    for (provider, job), writes in record.writes:
         if facts.provider_kinds.get(provider) != "unqueryable":
             continue
         for earlier, later in itertools.pairwise(writes):

@@ -18,6 +18,23 @@ from scenarios.reference import ReferenceTarget, Snapshot
 #: (the worker is started with it, and bounded_retries holds it to it).
 MAX_ATTEMPTS = 3
 
+#: The reference worker's lease, its own setting like the cap (``--lease-ttl-s``
+#: overrides it). As short as its correctness needs: it renews every third of it and
+#: calls out only with a quarter of it left, so a renewal may come 0.1 s late and a
+#: call still has 75 ms before another worker may reclaim. With both cores busy
+#: (tests/process/test_loaded_machine.py) the correct worker holds every cell at it.
+LEASE_TTL_S = 0.3
+#: ... and in a container: each failpoint crosses into the container's own network and,
+#: on a loaded machine, took 0.17 s a boundary, so claim to call-out outlasted 0.3 s and
+#: a correct worker gave its lease up (safe, but the cell went unreached). The lease it
+#: ran with before, which held every container cell.
+DOCKER_LEASE_TTL_S = 0.6
+
+
+def reference_lease_s(backend: str) -> float:
+    """The reference worker's lease on ``backend``."""
+    return DOCKER_LEASE_TTL_S if backend == "docker" else LEASE_TTL_S
+
 
 class ReferenceAdapter:
     """A :class:`~harness.target.TargetAdapter` over :class:`ReferenceTarget`."""
@@ -109,6 +126,12 @@ class ReferenceAdapter:
 
     def quiescent(self, jobs: Iterable[str]) -> bool:
         return ReferenceTarget.quiescent(self.target.read_ledger(), jobs)
+
+    def lease_expires_at(self, job_id: str) -> float | None:
+        """The job's lease expiry as its owner last renewed it (the worker's monotonic
+        clock, which is this machine's)."""
+        row = self.target.read_ledger().job(job_id)
+        return None if row is None else row.lease_expires_at
 
     def job_states(self, jobs: Iterable[str]) -> dict[str, JobFinal]:
         """Every job's state in the ledger (a job missing from it has none)."""

@@ -13,12 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from scenarios.worker.config import ProviderSpec
-
-_NOTHING_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-_MAYBE_SENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+from scenarios.worker.http import NoResponse, NotSent, Response, Transport
 
 
 @dataclass(frozen=True)
@@ -37,18 +33,13 @@ class Lookup:
 
 class ProviderCalls:
     def __init__(
-        self, *, timeout_s: float, worker_id: str, transport: httpx.BaseTransport | None = None
+        self, *, timeout_s: float, worker_id: str, transport: Transport | None = None
     ) -> None:
-        # Keep-alive halves a loopback write. httpcore drops an idle pooled connection the
-        # peer has closed before reusing it; the rare race left over ends as "unknown" and
-        # goes through reconcile, which is the safe direction.
-        self._http = httpx.Client(
-            timeout=timeout_s, limits=httpx.Limits(keepalive_expiry=5.0), transport=transport
-        )
+        self._http = transport or Transport(timeout_s=timeout_s)
         self._worker_id = worker_id
 
     def close(self) -> None:
-        self._http.close()
+        """Nothing to release: every request has its own connection."""
 
     def _headers(self, token: int | None) -> dict[str, str]:
         # A relay holds no lease, so it sends no token (a made-up one would look stale).
@@ -74,18 +65,18 @@ class ProviderCalls:
             url = f"{spec.url}/v1/sends"
             payload = {**body, "client_marker": marker}
         try:
-            r = self._http.post(url, content=json.dumps(payload), headers=headers)
-        except _NOTHING_SENT as exc:
-            return WriteResult("failed", f"not_sent:{type(exc).__name__}")
-        except _MAYBE_SENT as exc:
-            return WriteResult("unknown", f"no_response:{type(exc).__name__}")
+            r = self._http.send("POST", url, headers=headers, body=json.dumps(payload).encode())
+        except NotSent as exc:
+            return WriteResult("failed", f"not_sent:{exc}")
+        except NoResponse as exc:
+            return WriteResult("unknown", f"no_response:{exc}")
         if r.is_success:
-            return WriteResult("ok", f"http_{r.status_code}", _ref(r))
-        if r.status_code == 409:
+            return WriteResult("ok", f"http_{r.status}", _ref(r))
+        if r.status == 409:
             return WriteResult("unknown", "http_409")
-        if r.status_code == 422:
+        if r.status == 422:
             return WriteResult("conflict", "http_422")
-        return WriteResult("failed", f"http_{r.status_code}")
+        return WriteResult("failed", f"http_{r.status}")
 
     def lookup(
         self, spec: ProviderSpec, *, job_id: str, key: str, marker: str, token: int
@@ -97,15 +88,15 @@ class ProviderCalls:
             url = f"{spec.url}/v1/sends"
             params = {"client_marker": marker, "job_id": job_id}
         try:
-            r = self._http.get(url, params=params, headers=self._headers(token))
-        except httpx.HTTPError as exc:
-            return Lookup("unavailable", f"no_response:{type(exc).__name__}")
-        if r.status_code == 501:
+            r = self._http.send("GET", url, params=params, headers=self._headers(token))
+        except (NotSent, NoResponse) as exc:
+            return Lookup("unavailable", f"no_response:{exc}")
+        if r.status == 501:
             return Lookup("unqueryable", "http_501")
-        if r.status_code == 404 and spec.kind == "idempotent":
+        if r.status == 404 and spec.kind == "idempotent":
             return Lookup("not_found", "http_404")
-        if r.status_code != 200:
-            return Lookup("unavailable", f"http_{r.status_code}")
+        if r.status != 200:
+            return Lookup("unavailable", f"http_{r.status}")
         try:
             doc = r.json()
         except ValueError:
@@ -139,7 +130,7 @@ def _plain(doc: Any) -> Lookup:
     return Lookup("conflict", f"{len(doc)}_matches")
 
 
-def _ref(r: httpx.Response) -> str | None:
+def _ref(r: Response) -> str | None:
     try:
         return _id(r.json())
     except ValueError:

@@ -1,0 +1,108 @@
+"""The worker's HTTP client: one request on one fresh connection, errors sorted by
+whether the request can have left.
+
+Standard library only: httpx (and the SSL set-up its client makes) was most of a worker's
+start-up, and every trial starts two or three workers. A fresh connection per request
+also makes the one distinction the protocol needs exact: a failure to connect means
+nothing was sent; anything after the connection is up may have landed. (A pooled
+connection the peer closed meanwhile blurs that line.) On loopback a connect costs
+microseconds.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlencode, urlsplit
+
+
+class NotSent(Exception):
+    """The connection could not be made: the request never left."""
+
+
+class NoResponse(Exception):
+    """The request may have been sent, and no whole answer came back."""
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status < 300
+
+    def json(self) -> Any:
+        """The body as JSON; ValueError when it is not."""
+        return json.loads(self.body)
+
+
+class Answer(Protocol):
+    """What the client reads of :class:`http.client.HTTPResponse`."""
+
+    status: int
+
+    def read(self) -> bytes: ...
+
+
+class Connection(Protocol):
+    """What the client needs of :class:`http.client.HTTPConnection`."""
+
+    def connect(self) -> None: ...
+
+    def request(
+        self, method: str, url: str, body: bytes | None = None, headers: Mapping[str, str] = ...
+    ) -> None: ...
+
+    def getresponse(self) -> Answer: ...
+
+    def close(self) -> None: ...
+
+
+#: ``(host, port, timeout_s) -> connection``; tests pass their own.
+Connect = Callable[[str, int, float], Connection]
+
+
+def _connection(host: str, port: int, timeout_s: float) -> Connection:
+    return http.client.HTTPConnection(host, port, timeout=timeout_s)
+
+
+class Transport:
+    """Sends one request and reads its whole answer; ``timeout_s`` bounds each step
+    (the connect, and each read), as httpx's single timeout did."""
+
+    def __init__(self, *, timeout_s: float, connect: Connect = _connection) -> None:
+        self.timeout_s = timeout_s
+        self._connect = connect
+
+    def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        body: bytes | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> Response:
+        parts = urlsplit(url)
+        target = parts.path or "/"
+        if params:
+            target += "?" + urlencode(params)
+        conn = self._connect(parts.hostname or "127.0.0.1", parts.port or 80, self.timeout_s)
+        try:
+            try:
+                conn.connect()
+            except OSError as exc:
+                raise NotSent(type(exc).__name__) from exc
+            try:
+                conn.request(method, target, body=body, headers={**headers, "Connection": "close"})
+                answer = conn.getresponse()
+                return Response(answer.status, answer.read())
+            except (OSError, http.client.HTTPException) as exc:
+                raise NoResponse(type(exc).__name__) from exc
+        finally:
+            conn.close()
