@@ -47,6 +47,8 @@ class TargetAdapter(Protocol):
     #: The most writes per job the target allows, as it declares; None: it declares none.
     max_attempts: int | None
     redelivery: Redelivery
+    #: Job-body fields the target marks as secrets or personal data (``crashpoint.toml``).
+    sensitive_fields: tuple[str, ...]
 
     def providers(self, kind: str) -> Sequence[tuple[str, str]]:
         """``(name, kind)`` of every provider the workers call; ``kind`` is the cell's,

@@ -203,11 +203,19 @@ class Trial:
         """The job's payload: the same every time it is asked for (a trigger or a
         redelivery carries the same payload), varied by the seed across trials."""
         if job_id not in self._bodies:
-            self._bodies[job_id] = {
+            body: dict[str, Any] = {
                 "job_id": job_id,
                 "amount_cents": self.rng.randrange(100, 100_000),
             }
+            fields = self.target.sensitive_fields if self.target is not None else ()
+            body.update({f: sensitive_stand_in(f, job_id) for f in fields})
+            self._bodies[job_id] = body
         return dict(self._bodies[job_id])
+
+    def sensitive_values(self) -> dict[str, str]:
+        """Each stand-in value the jobs' sensitive fields were given, to its field."""
+        fields = self.target.sensitive_fields if self.target is not None else ()
+        return {sensitive_stand_in(f, job): f for job in self._bodies for f in fields}
 
     def enqueue(self, job_id: str | None = None, *, target: TargetAdapter | None = None) -> str:
         target = target or self.target
@@ -449,7 +457,17 @@ class Trial:
             review_expected=review_expected,
             job_providers=dict.fromkeys(self.jobs, self.provider_name),
             last_window_from=last_window,
+            sensitive_values=self.sensitive_values(),
         )
+
+
+def sensitive_stand_in(field: str, job_id: str) -> str:
+    """What the harness puts into a field the target marks sensitive: shaped like the
+    data it names (an address for an email field), unique to the job, and recognisable
+    wherever it turns up again."""
+    if "mail" in field.lower():
+        return f"{field.replace('_', '.')}.{job_id}@customer.example"
+    return f"secret-{field}-{job_id}"
 
 
 def start_providers(declared: Mapping[str, str], trial_dir: Path) -> dict[str, ProviderProcess]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from harness.contract.vocabulary import LIVENESS
 from harness.history import Event
+from harness.oracle import hygiene  # noqa: F401  (registers the key_hygiene warning)
 from harness.oracle.evidence import Violation
 from harness.oracle.facts import JobFinal, Record, TrialFacts, read
 from harness.oracle.fencing import fenced_writes

@@ -66,6 +66,9 @@ class TrialFacts:
     #: When the trial's bound ran out before quiescence: the monotonic time its last quiet
     #: window began. A job still written to after it had retries that did not stop.
     last_window_from: float | None = None
+    #: The stand-in values the harness put into the fields the target marks sensitive
+    #: (``[target] sensitive_fields``), each to its field's name; key hygiene looks for them.
+    sensitive_values: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

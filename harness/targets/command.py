@@ -145,6 +145,7 @@ class CommandAdapter:
         self.provider_name = config.providers[0].name
         self.config = config
         self.max_attempts = config.max_attempts
+        self.sensitive_fields = config.sensitive_fields
         self.trial_dir = trial_dir
         self.state_dir = trial_dir / "state"
         self.jobs_dir = trial_dir / "jobs"

@@ -10,6 +10,7 @@ lease_ttl_s = 1.0
 enqueue = ["node", "enqueue.js", "{job_id}", "{payload_file}"]
 max_attempts = 6                      # optional: the worker's own retry cap
 status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
+sensitive_fields = ["customer_email"]  # optional: body fields holding secrets or personal data
 [target.ledger]                       # optional
 dsn = "sqlite:///state/ledger.db"
 [target.docker]                       # optional: --backend docker runs workers in this image
@@ -56,6 +57,7 @@ TARGET_KEYS = (
     "status",
     "ledger",
     "docker",
+    "sensitive_fields",
 )
 LEDGER_KEYS = ("dsn",)
 DOCKER_KEYS = ("image", "build", "env", "workdir", "mounts", "user")
@@ -88,7 +90,12 @@ _EXAMPLES = {
     "user": '"1000:1000"',
     "env": '{ LOG_LEVEL = "debug" }',
     "mounts": '["./fixtures:/fixtures:ro"]',
+    "sensitive_fields": '["customer_email", "api_token"]',
 }
+#: A job-body field name the harness may fill (``sensitive_fields``).
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+#: Body fields the harness owns: the oracle ties arrivals to jobs through ``job_id``.
+_RESERVED_FIELDS = ("job_id", "client_marker")
 #: A local image: ``name[:tag][@digest]`` as Docker spells it, or an image id.
 _IMAGE_REF = re.compile(
     r"^(?:sha256:[0-9a-f]{64}|[0-9a-f]{12,64}|"
@@ -147,6 +154,9 @@ class CommandConfig:
     status: tuple[str, ...] | None = None
     #: ``[target.docker]``; None: ``--backend docker`` uses crashpoint's own image.
     docker: DockerConfig | None = None
+    #: Job-body fields that hold secrets or personal data: the harness fills each with a
+    #: recognisable stand-in, and a key or marker that carries one is a warning.
+    sensitive_fields: tuple[str, ...] = ()
 
     @property
     def base_dir(self) -> Path:
@@ -334,7 +344,34 @@ class _Schema:
             max_attempts=max_attempts,
             status=status,
             docker=self.docker(target.get("docker")),
+            sensitive_fields=self.sensitive_fields(target),
         )
+
+    def sensitive_fields(self, target: Mapping[str, Any]) -> tuple[str, ...]:
+        """``[target] sensitive_fields``: names of job-body fields, each once."""
+        value = target.get("sensitive_fields", [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.wrong("target.", "sensitive_fields", value, "a list of field names")
+        for name in value:
+            if not _FIELD_NAME.match(name):
+                raise self.fail(
+                    "target.sensitive_fields",
+                    f"{_shown(name)} is not a field name (letters, digits, _ and -)",
+                    f"write sensitive_fields = {_EXAMPLES['sensitive_fields']}",
+                )
+            if name in _RESERVED_FIELDS:
+                raise self.fail(
+                    "target.sensitive_fields",
+                    f"{_shown(name)} is a field the harness owns and the oracle reads",
+                    "leave it out; list the fields that carry secrets or personal data",
+                )
+        if len(set(value)) != len(value):
+            raise self.fail(
+                "target.sensitive_fields",
+                "names a field twice",
+                "list each field once",
+            )
+        return tuple(value)
 
     def known(
         self, table: Mapping[str, Any], where: str, keys: tuple[str, ...], *, label: str

@@ -25,6 +25,8 @@ class ReferenceAdapter:
     provider_name = "svc"
     #: A second delivery reaches a second consumer with a ledger of its own.
     redelivery: Redelivery = "second_consumer"
+    #: The reference's job bodies carry nothing secret.
+    sensitive_fields: tuple[str, ...] = ()
 
     def __init__(
         self,

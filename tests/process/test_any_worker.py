@@ -236,3 +236,25 @@ def test_without_a_status_command_the_report_says_what_it_could_not_judge(
         assert t["duration_s"] < 10, t["duration_s"]
     past_cap = [t for t in judged if t["injection_point"] == "fail_past_cap"]
     assert len(past_cap) == 2
+
+
+def test_an_email_in_the_key_is_a_warning_that_fails_only_when_told_to(
+    scratch: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    filters = ("--scenario", "crash_after_external_success", "--signal", "SIGKILL")
+    done = run_pyqueue("crashpoint-email-key.toml", scratch, out, *filters)
+    assert done.returncode == 0, done.stderr
+    found = trials(out)
+    assert {t["verdict"] for t in found} == {"held"}, [explain(t) for t in found]
+    for trial in found:
+        (warning,) = {w["warning"]: w for w in trial["warnings"]}.values()
+        assert warning["warning"] == "key_hygiene"
+        assert "email address" in warning["message"]
+        assert "@customers.example" not in warning["message"]
+        assert "<email address:" in warning["evidence"]["name"]
+    assert results(out)["summary"]["warnings"] >= len(found)
+    gated = run_pyqueue(
+        "crashpoint-email-key.toml", scratch, tmp_path / "gated", *filters, "--fail-on-warning"
+    )
+    assert gated.returncode == 1, gated.stderr
