@@ -244,9 +244,11 @@ class Trial:
         recovery: bool = False,
         direct: bool = False,
         consumer: TargetAdapter | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> WorkerHandle:
         """Start the next worker (of ``consumer``, else of the trial's target); ``direct``
-        bypasses the trial's proxies (a healthy peer)."""
+        bypasses the trial's proxies (a healthy peer); ``extra_env`` is added last (a
+        skewed clock)."""
         target = consumer or self.target
         assert target is not None
         assert self.rendezvous is not None
@@ -266,6 +268,7 @@ class Trial:
         env["CRASHPOINT_WORKER_ID"] = name
         if recovery:
             env["CRASHPOINT_RECOVERY"] = "1"
+        env.update(extra_env or {})
         cwd = env.get(STATE_DIR, str(self.dir))
         argv = target.worker_argv()
         start = functools.partial(self.backend.start, name, argv, env=env, cwd=cwd)

@@ -119,5 +119,14 @@ MUTANTS: dict[str, Mutant] = {
             "crash_before_external_call",
             "nothing_lost",
         ),
+        Mutant(
+            "lease_by_worker_clock",
+            "reckons its lease's end on its own wall clock and calls out without renewing at "
+            "the ledger (no fence), so a clock stepped back past the lease still shows time "
+            "left and the call goes out under a stale token",
+            "clock_skew",
+            "fenced_writes",
+            provider="plain",
+        ),
     )
 }

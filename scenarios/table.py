@@ -37,6 +37,9 @@ class Scenario:
     #: queue redelivers the job, as a command target's does); None: ``providers``. Those
     #: assume a second consumer with a ledger of its own, which only a key can protect.
     redelivery_providers: tuple[str, ...] | None = None
+    #: Steps a worker's wall clock (libfaketime): skipped, with the reason, where the
+    #: library cannot be loaded, and for a worker whose clock the harness cannot reach.
+    wall_clock: bool = False
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -150,6 +153,16 @@ SCENARIOS: tuple[Scenario, ...] = (
         points=("ledger_latency_past_lease",),
         ledgers=("postgres",),
         needs_ledger=True,
+    ),
+    Scenario(
+        "clock_skew",
+        "step the owner's wall clock back or ahead by more than a lease while it is stopped "
+        "past its lease (libfaketime); another worker finishes; SIGCONT",
+        "stale owner",
+        "the lease is checked at the ledger, never by the worker's own clock; no late call",
+        points=("worker_behind", "worker_ahead"),
+        signals=("SIGSTOP",),
+        wall_clock=True,
     ),
 )
 

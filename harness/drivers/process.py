@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fake_providers import Fault
+from harness.backends.base import WorkerHandle
 from harness.contract.errors import Inconclusive
 from harness.drivers.review import NONE, review_if_unqueryable
 from harness.trial import Trial
@@ -47,11 +48,17 @@ def lease_expiry_slow_worker(trial: Trial) -> frozenset[str]:
     trial.send(w1, "SIGSTOP")
     # Let the frozen worker go at the boundary: it reads the answer only when thawed.
     hit.resume()
+    return take_over_then_thaw(trial, w1)
+
+
+def take_over_then_thaw(trial: Trial, owner: WorkerHandle) -> frozenset[str]:
+    """With ``owner`` stopped: wait past its lease, let another worker finish every job,
+    then SIGCONT the owner and give it the time to act late."""
     trial.sleep(trial.config.lease_ttl_s * 1.5)
     trial.start_worker()
     if not trial.wait_quiescent():
         raise Inconclusive("the second worker did not finish while the owner was stopped")
-    trial.send(w1, "SIGCONT")
+    trial.send(owner, "SIGCONT")
     # The thawed owner acts now (a late call or a late result write) or never.
     trial.sleep(max(trial.config.settle_s, trial.config.lease_ttl_s))
     return NONE

@@ -107,7 +107,10 @@ class Attempt:
             return
         failpoint("before_external_call", c.job_id, c.attempt)
         # MUTANT lease_checked_only_at_claim: no look at the lease before calling out.
-        if not self.bug("lease_checked_only_at_claim") and not self.lease_held():
+        if self.bug("lease_by_worker_clock"):
+            if not self.lease_left_by_own_clock():
+                return
+        elif not self.bug("lease_checked_only_at_claim") and not self.lease_held():
             return
         body: dict[str, Any] = dict(c.body)
         if self.bug("timestamp_in_payload"):
@@ -129,6 +132,15 @@ class Attempt:
         left = self.lease.expires_at - time.monotonic()
         if left < LEASE_MARGIN * self.cfg.lease_ttl_s:
             # The renewal itself took most of the lease (a slow ledger link): too late.
+            self.log("lease_lost", step="before_external_call", left_s=round(left, 4))
+            return False
+        return True
+
+    def lease_left_by_own_clock(self) -> bool:
+        """MUTANT lease_by_worker_clock: the lease's end reckoned on this worker's wall
+        clock, with no renewal at the ledger (no fence) before the call."""
+        left = self.lease.wall_expires_at - time.time()
+        if left < LEASE_MARGIN * self.cfg.lease_ttl_s:
             self.log("lease_lost", step="before_external_call", left_s=round(left, 4))
             return False
         return True
