@@ -95,6 +95,14 @@ class ProviderClient:
             self._call("POST", f"/_control/faults/{fault_id}/release", json=body)["released"]
         )
 
+    def set_identity(self, identity: str, state: str, *, now_acts_as: str | None = None) -> None:
+        """From now on refuse requests under ``identity``: ``expired`` (401) or ``changed``
+        (403; its profile now acts as ``now_acts_as``); ``valid`` serves them again."""
+        body: dict[str, Any] = {"identity": identity, "state": state}
+        if now_acts_as is not None:
+            body["now_acts_as"] = now_acts_as
+        self._call("POST", "/_control/identities", json=body)
+
     def disarm_all(self) -> None:
         self._call("DELETE", "/_control/faults")
 

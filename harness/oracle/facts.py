@@ -19,6 +19,9 @@ from fake_providers.models import Arrival, Effect
 from harness.history import Event
 
 _ARRIVAL_FIELDS = tuple(f.name for f in fields(Arrival))
+#: Fields added to the records since histories were first stored: an event without one
+#: takes the default (``recheck`` of an older results.json).
+_ADDED_FIELDS = frozenset({"identity"})
 _EFFECT_FIELDS = tuple(f.name for f in fields(Effect))
 
 
@@ -172,14 +175,14 @@ def read(events: Sequence[Event]) -> Record:
 
 
 def _load(cls: type[Any], names: tuple[str, ...], e: Event, i: int) -> Any:
-    missing = [n for n in names if n not in e.fields]
+    missing = [n for n in names if n not in e.fields and n not in _ADDED_FIELDS]
     if missing:
         raise ValueError(
             f"event #{i} ({e.kind} from {e.source}) does not carry a whole "
             f"{cls.__name__.lower()}: {', '.join(missing)} missing; provider events are "
             "made by harness.observe, which copies every field"
         )
-    return cls(**{n: e.fields[n] for n in names})
+    return cls(**{n: e.fields[n] for n in names if n in e.fields})
 
 
 def _job(e: Event, i: int) -> str:
