@@ -122,6 +122,9 @@ class Trial:
         self.stopped_at: float | None = None
         #: When the last wait for quiescence ran out (None: it was reached).
         self.quiet_deadline: float | None = None
+        #: Jobs enqueued from now on name an identity (``identity`` in their body) that
+        #: every call for them must act under.
+        self.bind_identities = False
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -209,6 +212,9 @@ class Trial:
             }
             fields = self.target.sensitive_fields if self.target is not None else ()
             body.update({f: sensitive_stand_in(f, job_id) for f in fields})
+            if self.bind_identities:
+                # One identity per job, so a fault on one job's login leaves the others be.
+                body["identity"] = f"acct-{job_id.removeprefix('j-')}"
             self._bodies[job_id] = body
         return dict(self._bodies[job_id])
 
@@ -227,8 +233,11 @@ class Trial:
         # Stamped when the delivery began: a worker may take the job up before a slow
         # enqueue command has exited.
         t = time.monotonic()
-        target.enqueue(job_id, self.provider_name, self.job_body(job_id))
-        self.history.append("supervisor", "enqueue", job=job_id, t=t)
+        body = self.job_body(job_id)
+        target.enqueue(job_id, self.provider_name, body)
+        # The job's identity, when it names one: the oracle holds every call to it.
+        bound = {"identity": body["identity"]} if "identity" in body else {}
+        self.history.append("supervisor", "enqueue", job=job_id, t=t, **bound)
         return job_id
 
     def enqueue_batch(self) -> str:

@@ -128,5 +128,12 @@ MUTANTS: dict[str, Mutant] = {
             "fenced_writes",
             provider="plain",
         ),
+        Mutant(
+            "identity_retry_anyway",
+            "finds on recovery that the job's login expired or its profile now holds another "
+            "account, and tries once more anyway: under the new account, or the expired one",
+            "identity_lost_on_recovery",
+            "identity_bound",
+        ),
     )
 }

@@ -164,6 +164,15 @@ SCENARIOS: tuple[Scenario, ...] = (
         signals=("SIGSTOP",),
         wall_clock=True,
     ),
+    Scenario(
+        "identity_lost_on_recovery",
+        "kill at before_external_call; the job's login expires or its profile changes to "
+        "another account; a fresh worker recovers it",
+        "blocked (needs_review)",
+        "find the identity refused and stop; never act under an unverified identity",
+        points=("session_expired", "profile_changed"),
+        signals=("SIGKILL",),
+    ),
 )
 
 #: Points that need Toxiproxy even inside a scenario that has provider-side points too.

@@ -13,7 +13,7 @@ VERSION = "0.1.0"
 #: The schema names of the documents crashpoint writes (see docs/results.md).
 RESULTS_SCHEMA = "crashpoint.results/1"
 
-#: The oracle's seven invariants, in the order it checks them.
+#: The oracle's invariants: the design's seven, then those added since.
 INVARIANTS = (
     "no_duplicate_effect",
     "no_retry_while_unknown",
@@ -22,6 +22,8 @@ INVARIANTS = (
     "nothing_lost",
     "bounded_retries",
     "ambiguity_goes_to_review",
+    # Added since: every action for a job acts under the job's own, verified identity.
+    "identity_bound",
 )
 
 #: Invariants that speak of the end state; they need quiescence to be decided.

@@ -8,6 +8,7 @@ only safe end is needs_review. Quiescence and the oracle are the trial's busines
     provider  provider errors, a late answer, failing lookups
     delivery  duplicate delivery and simultaneous triggers
     restore   the ledger restored from a snapshot
+    identity  a job's login expired or its profile changed while its worker was down
     clock     a worker's wall clock stepped past its lease (libfaketime)
     network   Toxiproxy toxics on the provider and ledger links
     registry  the table below: scenario (and point) -> driver
@@ -15,7 +16,7 @@ only safe end is needs_review. Quiescence and the oracle are the trial's busines
 
 from __future__ import annotations
 
-from harness.drivers import clock, delivery, network, process, provider, restore
+from harness.drivers import clock, delivery, identity, network, process, provider, restore
 from harness.drivers.registry import DriverRegistry, NoDriver
 from harness.verdict import Driver
 
@@ -48,6 +49,7 @@ DRIVERS.register("reset_after_commit", network.response_lost)
 DRIVERS.register("ledger_link_faults", network.ledger_link_fault)
 DRIVERS.register("slow_lease_renewal", network.slow_lease_renewal)
 DRIVERS.register("clock_skew", clock.clock_skew)
+DRIVERS.register("identity_lost_on_recovery", identity.identity_lost_on_recovery)
 
 
 def driver_for(scenario: str, point: str) -> Driver:

@@ -107,6 +107,9 @@ class Record:
     related: Mapping[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     #: Signals sent to workers: the moments of the crashes that led to any violation.
     signals: tuple[int, ...] = ()
+    #: The identity each job is bound to (its body's ``identity``, from its enqueue
+    #: event); jobs that name none are absent.
+    job_identities: Mapping[str, str] = field(default_factory=dict)
 
     def cite(self, facts: Iterable[object]) -> list[int]:
         """Indexes of the events behind ``facts``, with what concerns their arrivals and
@@ -140,6 +143,7 @@ def read(events: Sequence[Event]) -> Record:
     index: dict[object, int] = {}
     related: dict[tuple[str, int], list[int]] = defaultdict(list)
     signals: list[int] = []
+    identities: dict[str, str] = {}
     for i, e in enumerate(events):
         if e.kind in ("arrival", "reconcile") and is_provider_event(e):
             arrival: Arrival = _load(Arrival, _ARRIVAL_FIELDS, e, i)
@@ -162,6 +166,10 @@ def read(events: Sequence[Event]) -> Record:
             related[(e.source.removeprefix("provider:"), e.fields["arrival"])].append(i)
         elif e.kind == "signal":
             signals.append(i)
+        elif (
+            e.kind == "enqueue" and e.job is not None and isinstance(e.fields.get("identity"), str)
+        ):
+            identities.setdefault(e.job, e.fields["identity"])
     return Record(
         arrivals=tuple(arrivals),
         effects=tuple(effects),
@@ -171,6 +179,7 @@ def read(events: Sequence[Event]) -> Record:
         arrival_index={(a.provider, a.id): index[a] for a in arrivals},
         related={k: tuple(v) for k, v in related.items()},
         signals=tuple(signals),
+        job_identities=identities,
     )
 
 

@@ -59,6 +59,10 @@ class Attempt:
         self.cap: int | None = None if bug("uncapped_retries") else cfg.max_attempts
         #: An outcome reached the ledger (the boundary ``after_local_write`` follows it).
         self.wrote = False
+        #: The identity (profile, account) the job is bound to, from its body; every call
+        #: for the job acts under it, and under no other.
+        identity = c.body.get("identity")
+        self.identity: str | None = identity if isinstance(identity, str) else None
 
     # -- the steps ----------------------------------------------------------------
 
@@ -82,7 +86,9 @@ class Attempt:
         # MUTANT skip_reconcile_after_restart: a reclaimed job is trusted as not attempted.
         if unresolved and not self.bug("skip_reconcile_after_restart"):
             found = self.reconcile(spec)
-            if found is None or self.close_on(found):
+            if found is not None and found.outcome == "unverified" and self.retry_anyway(found):
+                pass  # MUTANT identity_retry_anyway: on to the write, under whatever works
+            elif found is None or self.close_on(found):
                 return
         self.write(spec)
 
@@ -116,7 +122,9 @@ class Attempt:
         if self.bug("timestamp_in_payload"):
             # MUTANT timestamp_in_payload: the payload changes with every send.
             body["requested_at"] = time.time()
-        sent = self.calls.write(spec, body, key=key, marker=marker, token=c.token)
+        sent = self.calls.write(
+            spec, body, key=key, marker=marker, token=c.token, identity=self.identity
+        )
         self.log("write", key=key, kind=sent.kind, reason=sent.reason)
         failpoint("after_external_call", c.job_id, c.attempt)
         if not persist_first:
@@ -152,6 +160,11 @@ class Attempt:
             self.fail(sent.reason)
         elif sent.kind == "conflict":
             self.result("needs_review", reason=f"provider refused the payload ({sent.reason})")
+        elif sent.kind == "unverified" and self.retry_anyway(sent):
+            # MUTANT identity_retry_anyway: the refusal read as a passing failure.
+            self.fail(sent.reason)
+        elif sent.kind == "unverified":
+            self.result("needs_review", reason=self.unverified(sent.reason, sent.identity_now))
         elif sent.reason == "http_409" and self.bug("conflict_409_new_key"):
             # MUTANT conflict_409_new_key: "in flight" read as "failed".
             self.fail(sent.reason)
@@ -183,6 +196,7 @@ class Attempt:
             lease_lost=self.lease.lost,
             lookup_error_is_not_found=self.bug("lookup_error_is_not_found"),
             on_lookup=lambda f: self.log("reconcile", outcome=f.outcome, reason=f.reason),
+            identity=self.identity,
         )
 
     def close_on(self, found: Lookup) -> bool:
@@ -193,7 +207,25 @@ class Attempt:
         if found.outcome in ("conflict", "unqueryable"):
             self.result("needs_review", reason=f"reconcile: {found.outcome} ({found.reason})")
             return True
+        if found.outcome == "unverified":
+            self.result("needs_review", reason=self.unverified(found.reason, found.identity_now))
+            return True
         return False
+
+    def unverified(self, reason: str, identity_now: str | None) -> str:
+        """Why a job stops on its identity: nothing is done under one that is not verified."""
+        self.log("identity_unverified", identity=self.identity, now=identity_now, reason=reason)
+        if identity_now is not None:
+            return f"identity {self.identity!r} now acts as {identity_now!r} ({reason}); blocked"
+        return f"the session of identity {self.identity!r} is not valid ({reason}); blocked"
+
+    def retry_anyway(self, refused: Lookup | WriteResult) -> bool:
+        """MUTANT identity_retry_anyway: log in again as whoever the profile holds now and
+        try once more, instead of stopping. True when the mutant takes over."""
+        if not self.bug("identity_retry_anyway"):
+            return False
+        self.identity = refused.identity_now or self.identity
+        return True
 
     def retry_at(self) -> float | None:
         """When the next attempt may start, or None when the attempts are used up."""

@@ -258,3 +258,16 @@ def test_an_email_in_the_key_is_a_warning_that_fails_only_when_told_to(
         "crashpoint-email-key.toml", scratch, tmp_path / "gated", *filters, "--fail-on-warning"
     )
     assert gated.returncode == 1, gated.stderr
+
+
+def test_a_worker_that_names_no_identity_leaves_identity_bound_unjudged(
+    scratch: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    done = run_pyqueue("crashpoint.toml", scratch, out, "--scenario", "identity_lost_on_recovery")
+    assert done.returncode == 0, done.stderr
+    found = trials(out)
+    assert len(found) == 4  # two points, two providers
+    for trial in found:
+        assert trial["verdict"] == "held", explain(trial)
+        assert "X-Crashpoint-Identity" in trial["unjudged"]["identity_bound"]
