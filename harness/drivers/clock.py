@@ -53,4 +53,21 @@ def clock_skew(trial: Trial) -> frozenset[str]:
         clock_offset_s=step,
         text=f"{w1.name}'s wall clock stepped {'back' if step < 0 else 'ahead'} by {abs(step):g} s",
     )
-    return take_over_then_thaw(trial, w1)
+    # A container's log reaches the history only when it exits, so there the decision
+    # cannot be seen as it is made, and the fixed pause after the thaw has to do.
+    live_logs = trial.cell.backend == "process"
+    decided = (lambda t: _decided(trial, w1.name, t)) if live_logs else None
+    return take_over_then_thaw(trial, w1, decided=decided)
+
+
+def _decided(trial: Trial, worker: str, since: float) -> bool:
+    """The thawed owner called out, or said it gave the lease up, after ``since``."""
+    trial.observer.drain()
+    for e in trial.history.events():
+        if e.t < since:
+            continue
+        if e.kind == "arrival" and e.fields.get("worker_id") == worker:
+            return True
+        if e.source == f"worker:{worker}" and e.kind in ("lease_expired", "result_write"):
+            return True
+    return False
