@@ -139,3 +139,22 @@ def test_lookup_that_cannot_connect_is_unavailable_not_not_found() -> None:
 
     found = calls_with(handler).lookup(PLAIN, job_id="j", key="k", marker="m", token=1)
     assert found.outcome == "unavailable"
+
+
+def test_a_bound_job_names_its_identity_and_a_refusal_is_unverified() -> None:
+    seen: list[str | None] = []
+
+    def handler(r: httpx.Request) -> httpx.Response:
+        seen.append(r.headers.get("X-Crashpoint-Identity"))
+        if r.method == "GET":
+            return httpx.Response(401, json={"detail": "expired"})
+        return httpx.Response(403, json={}, headers={"X-Crashpoint-Identity": "acct-9"})
+
+    calls = calls_with(handler)
+    sent = calls.write(IDEMPOTENT, {"job_id": "j-1"}, key="k", marker=None, token=1, identity="a1")
+    assert (sent.kind, sent.reason, sent.identity_now) == ("unverified", "http_403", "acct-9")
+    found = calls.lookup(IDEMPOTENT, job_id="j-1", key="k", marker="m", token=1, identity="a1")
+    assert (found.outcome, found.reason, found.identity_now) == ("unverified", "http_401", None)
+    assert seen == ["a1", "a1"]
+    calls.write(IDEMPOTENT, {"job_id": "j-1"}, key="k", marker=None, token=1)
+    assert seen[-1] is None  # an unbound job names none
