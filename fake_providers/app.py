@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 from fake_providers.control import ControlAPI
 from fake_providers.faults import Armed, FaultBoard, Hold
 from fake_providers.fingerprint import MARKER_FIELD, canonical_json, fingerprint
+from fake_providers.identity import IdentityBoard
 from fake_providers.messages import (
     DROP,
     JSON_TYPE,
@@ -82,7 +83,10 @@ class ProviderApp:
         self.name = name
         self.store = store
         self.board = board or FaultBoard()
-        self.control = ControlAPI(self.board, kind=kind, name=name, store=store)
+        self.identities = IdentityBoard()
+        self.control = ControlAPI(
+            self.board, kind=kind, name=name, store=store, identities=self.identities
+        )
         self._sleep = sleep
         #: None leaves the control and oracle APIs open (unit tests, ``--no-secret``).
         self.secret = secret
@@ -242,8 +246,15 @@ class ProviderApp:
                 fencing_token=req.headers.get("x-fencing-token"),
                 worker_id=req.headers.get("x-worker-id"),
                 peer_pid=req.peer_pid,
+                identity=_identity(req),
             )
         )
+        try:
+            # An identity that is no longer good is refused before anything else is read.
+            self.identities.check(_identity(req))
+        except Problem as refused:
+            self.store.finish_arrival(arrival_id, status=refused.status)
+            raise
         problem = parsed if isinstance(parsed, Problem) else None
         if problem is None and self.kind == "idempotent" and not key:
             problem = Problem(400, "Idempotency-Key header is missing; send one per logical job")
@@ -389,10 +400,12 @@ class ProviderApp:
                 fencing_token=req.headers.get("x-fencing-token"),
                 worker_id=req.headers.get("x-worker-id"),
                 peer_pid=req.peer_pid,
+                identity=_identity(req),
             )
         )
         fault: str | None = None
         try:
+            self.identities.check(_identity(req))
             reply, fault = self._answer_lookup(param, value, job_id)
         except Problem as p:
             reply = Reply.problem(p, instance=path)
@@ -447,6 +460,10 @@ def _after(query: dict[str, list[str]]) -> int:
     raw = first_param(query, "after")
     # Absent means from the start; present but empty ("?after=") is not an id.
     return 0 if raw is None else min(non_negative_int(raw, "after"), _MAX_ID)
+
+
+def _identity(req: Request) -> str | None:
+    return req.headers.get("x-crashpoint-identity") or None
 
 
 def _str_field(body: dict[str, Any] | None, name: str) -> str | None:

@@ -101,6 +101,14 @@ class ProviderClient:
         body = {} if key_ttl_s is None else {"key_ttl_s": key_ttl_s}
         return dict(self._call("POST", "/_control/settings", json=body))
 
+    def set_identity(self, identity: str, state: str, *, now_acts_as: str | None = None) -> None:
+        """From now on refuse requests under ``identity``: ``expired`` (401) or ``changed``
+        (403; its profile now acts as ``now_acts_as``); ``valid`` serves them again."""
+        body: dict[str, Any] = {"identity": identity, "state": state}
+        if now_acts_as is not None:
+            body["now_acts_as"] = now_acts_as
+        self._call("POST", "/_control/identities", json=body)
+
     def disarm_all(self) -> None:
         self._call("DELETE", "/_control/faults")
 

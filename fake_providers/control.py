@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 
 from fake_providers.faults import FaultBoard
+from fake_providers.identity import IdentityBoard
 from fake_providers.messages import Reply, Request, first_param, json_object, non_negative_int
 from fake_providers.models import OUTCOMES, Fault, json_int
 from fake_providers.problems import Problem
@@ -21,13 +22,20 @@ class ControlAPI:
     """Routes under ``/_control/``; holds block only the long-polling request's thread."""
 
     def __init__(
-        self, board: FaultBoard, *, kind: str, name: str, store: Store | None = None
+        self,
+        board: FaultBoard,
+        *,
+        kind: str,
+        name: str,
+        store: Store | None = None,
+        identities: IdentityBoard | None = None,
     ) -> None:
         self.board = board
         self.kind = kind
         self.name = name
         #: The effect log whose settings ``/_control/settings`` changes (None: none).
         self.store = store
+        self.identities = identities or IdentityBoard()
 
     def routes(self, req: Request, path: str, query: dict[str, list[str]]) -> Routes | None:
         fixed: dict[str, Routes] = {
@@ -41,6 +49,10 @@ class ControlAPI:
             "/_control/settings": {
                 "GET": self._settings,
                 "POST": lambda: self._configure(req),
+            },
+            "/_control/identities": {
+                "GET": lambda: Reply.json(200, self.identities.snapshot()),
+                "POST": lambda: self._set_identity(req),
             },
         }
         if path in fixed:
@@ -106,7 +118,25 @@ class ControlAPI:
         return self._settings()
 
     def _reset(self) -> Reply:
+        self.identities.reset()
         return Reply.json(200, {"released": self.board.reset()})
+
+    def _set_identity(self, req: Request) -> Reply:
+        """``{"identity", "state": valid|expired|changed, "now_acts_as"}``: from now on,
+        requests under that identity are refused (or served again, for ``valid``)."""
+        data = json_object(req)
+        unknown = sorted(set(data) - {"identity", "state", "now_acts_as"})
+        if unknown:
+            raise Problem(422, f"unknown field {unknown[0]!r}; send identity, state, now_acts_as")
+        try:
+            self.identities.set(
+                data.get("identity"),  # type: ignore[arg-type]
+                data.get("state"),  # type: ignore[arg-type]
+                now_acts_as=data.get("now_acts_as"),
+            )
+        except ValueError as exc:
+            raise Problem(422, f"bad identity state {data!r}: {exc}") from exc
+        return Reply.json(200, self.identities.snapshot())
 
     def _held(self, fault_id: str, query: dict[str, list[str]]) -> Reply:
         raw = first_param(query, "timeout_s")

@@ -141,6 +141,10 @@ class Arrival:
     replayed: bool
     effect_id: int | None
     fault: str | None
+    #: The identity (profile, account) the request was made under, from the
+    #: ``X-Crashpoint-Identity`` header; None when the worker sent none. Last, with a
+    #: default, so histories recorded before it still load.
+    identity: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

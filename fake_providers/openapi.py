@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from fake_providers.control import MAX_POLL_S
+from fake_providers.identity import HEADER as IDENTITY_HEADER
+from fake_providers.identity import STATES as IDENTITY_STATES
 from fake_providers.models import ACTIONS, ARRIVAL_KINDS, KINDS, OUTCOMES
 from fake_providers.problems import PROBLEM_TYPE
 from fake_providers.seal import SECRET_HEADER
@@ -106,8 +108,26 @@ _WORKER_HEADERS = [
     for name, description in (
         ("X-Fencing-Token", "Recorded with the arrival: the worker's lease token"),
         ("X-Worker-Id", "Recorded with the arrival: which worker sent it"),
+        (
+            IDENTITY_HEADER,
+            "Recorded with the arrival: the identity (profile, account) it acts under",
+        ),
     )
 ]
+
+#: What a request under an identity the harness has expired or changed is answered.
+_IDENTITY_REFUSALS = {
+    "401": _problem("The session of this identity has expired; nothing was done"),
+    "403": _problem(
+        "The profile of this identity now acts as another; nothing was done",
+        headers={
+            IDENTITY_HEADER: {
+                "description": "The identity the profile holds now",
+                "schema": {"type": "string"},
+            }
+        },
+    ),
+}
 
 #: What any request with a body can be refused for before the app reads it.
 _BODY_ERRORS = {
@@ -148,6 +168,7 @@ def _business(kind: str) -> Doc:
                         **_BODY_ERRORS,
                         "400": _problem("No Idempotency-Key, or the body is not a JSON object"),
                         "409": _problem("A request with this key is still in flight"),
+                        **_IDENTITY_REFUSALS,
                         "415": _problem("Content-Type is not JSON"),
                         "422": _problem(
                             "Key first used with another payload, or no string job_id "
@@ -185,7 +206,10 @@ def _business(kind: str) -> Doc:
                 _query("client_marker", {"type": "string"}, "Ignored"),
                 *_WORKER_HEADERS,
             ],
-            "responses": {"501": _problem("Always: an unknown outcome here needs review")},
+            "responses": {
+                "501": _problem("Always: an unknown outcome here needs review"),
+                **_IDENTITY_REFUSALS,
+            },
         }
     return {
         "/v1/sends": {
@@ -197,6 +221,7 @@ def _business(kind: str) -> Doc:
                 "responses": {
                     "201": _json("Committed", _ref("Created")),
                     **_BODY_ERRORS,
+                    **_IDENTITY_REFUSALS,
                     "415": _problem("Content-Type is not JSON"),
                     "422": _problem("No string job_id or client_marker"),
                     "5XX": injected,
@@ -231,6 +256,7 @@ def _lookup(operation_id: str, summary: str, param: str, responses: Doc) -> Doc:
         ],
         "responses": {
             **responses,
+            **_IDENTITY_REFUSALS,
             "400": _problem(f"No {param}"),
             "5XX": _problem("An injected lookup failure (a fail_lookup fault)"),
         },
@@ -361,6 +387,28 @@ def _control(hold_max_s: float) -> Doc:
                         **_BODY_ERRORS,
                         "409": _problem("This provider keeps no keys to configure"),
                         "422": _problem("An unknown setting, or key_ttl_s not positive"),
+                    },
+                }
+            ),
+        },
+        "/_control/identities": {
+            "get": _sealed(
+                {
+                    "operationId": "identities",
+                    "responses": {"200": _json("Identities not valid now", _ref("Identities"))},
+                }
+            ),
+            "post": _sealed(
+                {
+                    "operationId": "setIdentity",
+                    "requestBody": {
+                        "required": True,
+                        "content": {JSON: {"schema": _ref("IdentityState")}},
+                    },
+                    "responses": {
+                        "200": _json("Identities not valid now", _ref("Identities")),
+                        **_BODY_ERRORS,
+                        "422": _problem("Unknown state, or changed without now_acts_as"),
                     },
                 }
             ),
@@ -543,8 +591,30 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
                 "replayed": {"type": "boolean"},
                 "effect_id": opt_integer,
                 "fault": opt_text,
+                "identity": opt_text,
             }
         ),
+        "IdentityState": {
+            **_object(
+                {
+                    "identity": {"type": "string", "minLength": 1},
+                    "state": {"type": "string", "enum": list(IDENTITY_STATES)},
+                    # null: not given; required (and different) when state is "changed".
+                    "now_acts_as": {"type": ["string", "null"], "minLength": 1},
+                },
+                required=["identity", "state"],
+            ),
+            "additionalProperties": False,
+        },
+        "Identities": {
+            "type": "object",
+            "additionalProperties": _object(
+                {
+                    "state": {"type": "string", "enum": ["expired", "changed"]},
+                    "now_acts_as": opt_text,
+                }
+            ),
+        },
         "Fault": fault,
         "FaultId": _object({"fault_id": text}),
         "Held": held,

@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS arrivals (
     committed INTEGER NOT NULL DEFAULT 0,
     replayed INTEGER NOT NULL DEFAULT 0,
     effect_id INTEGER,
-    fault TEXT
+    fault TEXT,
+    identity TEXT
 );
 CREATE INDEX IF NOT EXISTS arrivals_by_key ON arrivals (idempotency_key);
 CREATE INDEX IF NOT EXISTS arrivals_by_marker ON arrivals (client_marker);
@@ -72,7 +73,7 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 _ARRIVAL_COLUMNS = (
     "id, t_mono, t_wall, provider, kind, method, path, job_id, idempotency_key, "
     "client_marker, fingerprint, fencing_token, worker_id, peer_pid, status, committed, "
-    "replayed, effect_id, fault"
+    "replayed, effect_id, fault, identity"
 )
 _EFFECT_COLUMNS = (
     "id, provider, job_id, idempotency_key, client_marker, fingerprint, arrival_id, t_mono, t_wall"
@@ -105,6 +106,8 @@ class ArrivalIn:
     peer_pid: int | None = None
     #: Known on arrival only when the provider refuses the request outright.
     status: int | None = None
+    #: The identity the request was made under (``X-Crashpoint-Identity``).
+    identity: str | None = None
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ class Store:
             cur = self._db.execute(
                 "INSERT INTO arrivals (t_mono, t_wall, provider, kind, method, path, job_id,"
                 " idempotency_key, client_marker, fingerprint, fencing_token, worker_id,"
-                " peer_pid, status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " peer_pid, status, identity) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     self._mono(),
                     self._wall(),
@@ -190,6 +193,7 @@ class Store:
                     a.worker_id,
                     a.peer_pid,
                     a.status,
+                    a.identity,
                 ),
             )
             return int(cur.lastrowid or 0)

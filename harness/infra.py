@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness import clock
 from harness.backends.base import Backend
 from harness.contract.errors import InfrastructureError, ToxiproxyUnavailable
 from harness.drivers import driver_for, provider, restore
@@ -152,6 +153,8 @@ class RunInfra:
                 out[c.id] = reason
             elif c.network and self.toxiproxy is None:
                 out[c.id] = f"no Toxiproxy server: {self.toxiproxy_error}"
+            elif c.scenario.wall_clock and (why := clock.unavailable()) is not None:
+                out[c.id] = why
         return out
 
     def _command_skip(self, cell: Cell) -> str | None:
@@ -167,6 +170,12 @@ class RunInfra:
             return (
                 f"{cell.scenario.name} runs the reference worker's outbox relay as a second "
                 "process kind; a command target declares no relay"
+            )
+        if cell.scenario.wall_clock:
+            return (
+                f"{cell.scenario.name} steps the worker's clock through LD_PRELOAD, which a "
+                "statically linked worker never loads, so a held cell could prove nothing; "
+                "only the reference target runs it"
             )
         if cell.point in provider.NEEDS_CAP and self.command.max_attempts is None:
             return provider.NO_CAP

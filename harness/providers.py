@@ -26,6 +26,10 @@ class ProviderControl(Protocol):
     def release(self, fault_id: str, outcome: str = "commit") -> int:
         """Let held request(s) go: ``commit`` (or ``respond``) or ``drop``; how many."""
 
+    def set_identity(self, identity: str, state: str, *, now_acts_as: str | None = None) -> None:
+        """Refuse requests under ``identity`` from now on (``expired``, ``changed``), or
+        serve them again (``valid``)."""
+
     def arrivals(self) -> list[Arrival]:
         """Every request the provider received, in order."""
 

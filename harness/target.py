@@ -60,6 +60,8 @@ class TargetAdapter(Protocol):
     #: The multi-step job the target declares, ``(step, provider)`` in order; empty: the
     #: target runs the table's own (the reference), or none (a single-step worker).
     steps: tuple[tuple[str, str], ...]
+    #: Job-body fields the target marks as secrets or personal data (``crashpoint.toml``).
+    sensitive_fields: tuple[str, ...]
 
     def providers(self, kind: str) -> Sequence[tuple[str, str]]:
         """``(name, kind)`` of every provider the workers call; ``kind`` is the cell's,

@@ -165,6 +165,9 @@ class Trial:
         self.stopped_at: float | None = None
         #: When the last wait for quiescence ran out (None: it was reached).
         self.quiet_deadline: float | None = None
+        #: Jobs enqueued from now on name an identity (``identity`` in their body) that
+        #: every call for them must act under.
+        self.bind_identities = False
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -284,11 +287,22 @@ class Trial:
         """The job's payload: the same every time it is asked for (a trigger or a
         redelivery carries the same payload), varied by the seed across trials."""
         if job_id not in self._bodies:
-            self._bodies[job_id] = {
+            body: dict[str, Any] = {
                 "job_id": job_id,
                 "amount_cents": self.rng.randrange(100, 100_000),
             }
+            fields = self.target.sensitive_fields if self.target is not None else ()
+            body.update({f: sensitive_stand_in(f, job_id) for f in fields})
+            if self.bind_identities:
+                # One identity per job, so a fault on one job's login leaves the others be.
+                body["identity"] = f"acct-{job_id.removeprefix('j-')}"
+            self._bodies[job_id] = body
         return dict(self._bodies[job_id])
+
+    def sensitive_values(self) -> dict[str, str]:
+        """Each stand-in value the jobs' sensitive fields were given, to its field."""
+        fields = self.target.sensitive_fields if self.target is not None else ()
+        return {sensitive_stand_in(f, job): f for job in self._bodies for f in fields}
 
     def enqueue(self, job_id: str | None = None, *, target: TargetAdapter | None = None) -> str:
         target = target or self.target
@@ -300,8 +314,11 @@ class Trial:
         # Stamped when the delivery began: a worker may take the job up before a slow
         # enqueue command has exited.
         t = time.monotonic()
-        target.enqueue(job_id, self.provider_name, self.job_body(job_id), steps=self.steps)
-        self.history.append("supervisor", "enqueue", job=job_id, t=t)
+        body = self.job_body(job_id)
+        target.enqueue(job_id, self.provider_name, body, steps=self.steps)
+        # The job's identity, when it names one: the oracle holds every call to it.
+        bound = {"identity": body["identity"]} if "identity" in body else {}
+        self.history.append("supervisor", "enqueue", job=job_id, t=t, **bound)
         return job_id
 
     def redeliver(self, job_id: str) -> bool:
@@ -333,7 +350,7 @@ class Trial:
         """Start the next worker (of ``consumer``, else of the trial's target); ``direct``
         bypasses the trial's proxies (a healthy peer). ``role="relay"`` starts the
         reference worker's outbox relay instead (named ``r1``, ``r2``, ...); ``extra_env``
-        is added to the process's environment (``CRASHPOINT_OUTBOX=1``)."""
+        is added to the process's environment last (``CRASHPOINT_OUTBOX=1``, a skewed clock)."""
         target = consumer or self.target
         assert target is not None
         assert self.rendezvous is not None
@@ -612,7 +629,17 @@ class Trial:
             job_providers=dict.fromkeys(self.jobs, self.provider_name),
             last_window_from=last_window,
             job_steps=dict.fromkeys(self.jobs, self.steps) if self.steps else {},
+            sensitive_values=self.sensitive_values(),
         )
+
+
+def sensitive_stand_in(field: str, job_id: str) -> str:
+    """What the harness puts into a field the target marks sensitive: shaped like the
+    data it names (an address for an email field), unique to the job, and recognisable
+    wherever it turns up again."""
+    if "mail" in field.lower():
+        return f"{field.replace('_', '.')}.{job_id}@customer.example"
+    return f"secret-{field}-{job_id}"
 
 
 def start_providers(

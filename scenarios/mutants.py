@@ -149,5 +149,21 @@ MUTANTS: dict[str, Mutant] = {
             "key_retention",
             "no_duplicate_effect",
         ),
+        Mutant(
+            "lease_by_worker_clock",
+            "reckons its lease's end on its own wall clock and calls out without renewing at "
+            "the ledger (no fence), so a clock stepped back past the lease still shows time "
+            "left and the call goes out under a stale token",
+            "clock_skew",
+            "fenced_writes",
+            provider="plain",
+        ),
+        Mutant(
+            "identity_retry_anyway",
+            "finds on recovery that the job's login expired or its profile now holds another "
+            "account, and tries once more anyway: under the new account, or the expired one",
+            "identity_lost_on_recovery",
+            "identity_bound",
+        ),
     )
 }

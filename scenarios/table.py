@@ -72,6 +72,9 @@ class Scenario:
     #: The idempotent provider forgets a key this long after its first use (None: the
     #: provider's default, a day).
     key_ttl_s: float | None = None
+    #: Steps a worker's wall clock (libfaketime): skipped, with the reason, where the
+    #: library cannot be loaded, and for a worker whose clock the harness cannot reach.
+    wall_clock: bool = False
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -198,6 +201,25 @@ SCENARIOS: tuple[Scenario, ...] = (
         providers=("idempotent",),
         signals=CRASH_SIGNALS,
         needs_outbox=True,
+    ),
+    Scenario(
+        "clock_skew",
+        "step the owner's wall clock back or ahead by more than a lease while it is stopped "
+        "past its lease (libfaketime); another worker finishes; SIGCONT",
+        "stale owner",
+        "the lease is checked at the ledger, never by the worker's own clock; no late call",
+        points=("worker_behind", "worker_ahead"),
+        signals=("SIGSTOP",),
+        wall_clock=True,
+    ),
+    Scenario(
+        "identity_lost_on_recovery",
+        "kill at before_external_call; the job's login expires or its profile changes to "
+        "another account; a fresh worker recovers it",
+        "blocked (needs_review)",
+        "find the identity refused and stop; never act under an unverified identity",
+        points=("session_expired", "profile_changed"),
+        signals=("SIGKILL",),
     ),
 )
 

@@ -13,8 +13,8 @@ VERSION = "0.1.0"
 #: The schema names of the documents crashpoint writes (see docs/results.md).
 RESULTS_SCHEMA = "crashpoint.results/1"
 
-#: The oracle's invariants, in the order it checks them: the design's seven, then the
-#: multi-step jobs' own.
+#: The oracle's invariants, in the order it checks them: the design's seven, then those
+#: added since.
 INVARIANTS = (
     "no_duplicate_effect",
     "no_retry_while_unknown",
@@ -24,6 +24,8 @@ INVARIANTS = (
     "bounded_retries",
     "ambiguity_goes_to_review",
     "resumes_at_missing_step",
+    # Added since: every action for a job acts under the job's own, verified identity.
+    "identity_bound",
 )
 
 #: Invariants that speak of the end state; they need quiescence to be decided.

@@ -8,6 +8,8 @@ only safe end is needs_review. Quiescence and the oracle are the trial's busines
     provider  provider errors, a late answer, failing lookups
     delivery  duplicate delivery and simultaneous triggers
     restore   the ledger restored from a snapshot
+    identity  a job's login expired or its profile changed while its worker was down
+    clock     a worker's wall clock stepped past its lease (libfaketime)
     network   Toxiproxy toxics on the provider and ledger links
     outbox    the outbox relay killed after the provider took its message
     steps     multi-step jobs, lost acknowledgements, forgotten keys
@@ -16,7 +18,17 @@ only safe end is needs_review. Quiescence and the oracle are the trial's busines
 
 from __future__ import annotations
 
-from harness.drivers import delivery, network, outbox, process, provider, restore, steps
+from harness.drivers import (
+    clock,
+    delivery,
+    identity,
+    network,
+    outbox,
+    process,
+    provider,
+    restore,
+    steps,
+)
 from harness.drivers.registry import DriverRegistry, NoDriver
 from harness.verdict import Driver
 
@@ -52,6 +64,8 @@ DRIVERS.register("relay_crash_after_send", outbox.relay_crash_after_send)
 DRIVERS.register("multi_step_job", steps.crash_at_step)
 DRIVERS.register("lost_acknowledgement", steps.lost_acknowledgement)
 DRIVERS.register("key_retention", steps.key_retention)
+DRIVERS.register("clock_skew", clock.clock_skew)
+DRIVERS.register("identity_lost_on_recovery", identity.identity_lost_on_recovery)
 
 
 def driver_for(scenario: str, point: str) -> Driver:

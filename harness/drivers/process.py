@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from fake_providers import Fault
+from harness.backends.base import WorkerHandle
 from harness.contract.errors import Inconclusive
 from harness.drivers.review import NONE, review_if_unqueryable
 from harness.trial import Trial
+
+#: How long a thawed owner gets to show what it decided (a bound, not a pause).
+DECIDE_WITHIN_S = 10.0
 
 
 def crash_at_failpoint(trial: Trial) -> frozenset[str]:
@@ -47,13 +54,39 @@ def lease_expiry_slow_worker(trial: Trial) -> frozenset[str]:
     trial.send(w1, "SIGSTOP")
     # Let the frozen worker go at the boundary: it reads the answer only when thawed.
     hit.resume()
+    return take_over_then_thaw(trial, w1, job)
+
+
+def take_over_then_thaw(
+    trial: Trial,
+    owner: WorkerHandle,
+    job: str,
+    *,
+    decided: Callable[[float], bool] | None = None,
+) -> frozenset[str]:
+    """With ``owner`` stopped inside ``job``'s attempt: wait past its lease, let another
+    worker finish every job, then SIGCONT the owner and give it the time to act late.
+
+    ``decided(t_thawed)`` tells when the thawed owner has made its choice (a late call,
+    or giving the lease up): a machine under load may take longer than the pause below
+    to wake it, and a verdict read before it chose would prove nothing.
+    """
     # Until the stopped owner's lease has surely run out: its expiry in the ledger where
     # the target tells it, else 1.5 of its own leases.
     trial.wait_lease_out(job, leases=1.5)
     trial.start_worker()
     if not trial.wait_quiescent():
         raise Inconclusive("the second worker did not finish while the owner was stopped")
-    trial.send(w1, "SIGCONT")
+    thawed = time.monotonic()
+    trial.send(owner, "SIGCONT")
+    if decided is not None:
+        deadline = thawed + DECIDE_WITHIN_S
+        while not decided(thawed):
+            if time.monotonic() > deadline:
+                raise Inconclusive(
+                    f"{owner.name} showed no decision within {DECIDE_WITHIN_S:g} s of SIGCONT"
+                )
+            trial.sleep(0.02)
     # The thawed owner acts now (a late call or a late result write) or never: until its
     # attempt is seen to end, at most max(settle, one lease of its own).
     trial.wait_attempts_over(max(trial.config.settle_s, trial.config.lease_ttl_s))

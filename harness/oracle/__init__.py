@@ -15,10 +15,12 @@ from collections.abc import Callable, Sequence
 
 from harness.contract.vocabulary import LIVENESS
 from harness.history import Event
+from harness.oracle import hygiene  # noqa: F401  (registers the key_hygiene warning)
 from harness.oracle.desk import review_rows
 from harness.oracle.evidence import Violation
 from harness.oracle.facts import JobFinal, Record, TrialFacts, read
 from harness.oracle.fencing import fenced_writes
+from harness.oracle.identity import identity_bound, unjudged_reason
 from harness.oracle.liveness import nothing_lost
 from harness.oracle.safety import (
     ambiguity_goes_to_review,
@@ -71,6 +73,7 @@ CHECKS: dict[str, Invariant] = {
     "bounded_retries": bounded_retries,
     "ambiguity_goes_to_review": ambiguity_goes_to_review,
     "resumes_at_missing_step": resumes_at_missing_step,
+    "identity_bound": identity_bound,
     "nothing_lost": nothing_lost,
 }
 
@@ -114,4 +117,7 @@ def unjudged(events: Sequence[Event], facts: TrialFacts) -> dict[str, str]:
             out["ambiguity_goes_to_review"] = NO_REVIEW_STATES
     if facts.max_attempts is None:
         out["bounded_retries"] = NO_MAX_ATTEMPTS
+    identities = unjudged_reason(read(events))
+    if identities is not None:
+        out["identity_bound"] = identities
     return out

@@ -21,6 +21,8 @@ from harness.contract.vocabulary import EventKind
 from harness.history import Event
 
 _ARRIVAL_FIELDS = tuple(f.name for f in fields(Arrival))
+#: Fields added to the records since histories were first stored: an event without one
+#: takes the default (``recheck`` of an older results.json).
 _EFFECT_FIELDS = tuple(f.name for f in fields(Effect))
 #: Fields added later with a default: a history stored before them still reads back.
 _OPTIONAL_FIELDS = frozenset(
@@ -83,6 +85,9 @@ class TrialFacts:
     #: A multi-step job's ordered steps, ``(step, provider)``, each at its own provider;
     #: a job not named here is a single-step job.
     job_steps: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    #: The stand-in values the harness put into the fields the target marks sensitive
+    #: (``[target] sensitive_fields``), each to its field's name; key hygiene looks for them.
+    sensitive_values: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,10 @@ class Record:
         once for every invariant that walks them."""
         return sorted(writes_by_job(self.arrivals).items())
 
+    #: The identity each job is bound to (its body's ``identity``, from its enqueue
+    #: event); jobs that name none are absent.
+    job_identities: Mapping[str, str] = field(default_factory=dict)
+
     def cite(self, facts: Iterable[object]) -> list[int]:
         """Indexes of the events behind ``facts``, with what concerns their arrivals and
         every signal sent."""
@@ -167,6 +176,7 @@ def read(events: Sequence[Event]) -> Record:
     signals: list[int] = []
     tools: dict[tuple[str, str], Mapping[str, bool]] = {}
     tools_index: dict[str, int] = {}
+    identities: dict[str, str] = {}
     for i, e in enumerate(events):
         if e.kind in ("arrival", "reconcile") and is_provider_event(e):
             arrival: Arrival = _load(Arrival, _ARRIVAL_FIELDS, e, i)
@@ -194,6 +204,10 @@ def read(events: Sequence[Event]) -> Record:
             tools_index[provider] = i
             for tool in e.fields.get("tools", ()):
                 tools[(provider, str(tool["path"]))] = dict(tool.get("annotations", {}))
+        elif (
+            e.kind == "enqueue" and e.job is not None and isinstance(e.fields.get("identity"), str)
+        ):
+            identities.setdefault(e.job, e.fields["identity"])
     return Record(
         arrivals=tuple(arrivals),
         effects=tuple(effects),
@@ -205,6 +219,7 @@ def read(events: Sequence[Event]) -> Record:
         signals=tuple(signals),
         tools=tools,
         tools_index=tools_index,
+        job_identities=identities,
     )
 
 

@@ -149,6 +149,7 @@ class CommandAdapter:
         self.config = config
         self.steps = config.steps
         self.max_attempts = config.max_attempts
+        self.sensitive_fields = config.sensitive_fields
         self.trial_dir = trial_dir
         self.state_dir = trial_dir / "state"
         self.jobs_dir = trial_dir / "jobs"

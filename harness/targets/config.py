@@ -11,6 +11,7 @@ term_grace_s = 2.0                    # optional: SIGTERM to SIGKILL; default 2 
 enqueue = ["node", "enqueue.js", "{job_id}", "{payload_file}"]
 max_attempts = 6                      # optional: the worker's own retry cap
 status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
+sensitive_fields = ["customer_email"]  # optional: body fields holding secrets or personal data
 [target.ledger]                       # optional
 dsn = "sqlite:///state/ledger.db"
 [target.docker]                       # optional: --backend docker runs workers in this image
@@ -72,6 +73,7 @@ TARGET_KEYS = (
     "docker",
     "term_grace_s",
     "steps",
+    "sensitive_fields",
 )
 LEDGER_KEYS = ("dsn",)
 STEP_KEYS = ("name", "provider")
@@ -109,7 +111,12 @@ _EXAMPLES = {
     "user": '"1000:1000"',
     "env": '{ LOG_LEVEL = "debug" }',
     "mounts": '["./fixtures:/fixtures:ro"]',
+    "sensitive_fields": '["customer_email", "api_token"]',
 }
+#: A job-body field name the harness may fill (``sensitive_fields``).
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+#: Body fields the harness owns: the oracle ties arrivals to jobs through ``job_id``.
+_RESERVED_FIELDS = ("job_id", "client_marker")
 #: A local image: ``name[:tag][@digest]`` as Docker spells it, or an image id.
 _IMAGE_REF = re.compile(
     r"^(?:sha256:[0-9a-f]{64}|[0-9a-f]{12,64}|"
@@ -183,6 +190,9 @@ class CommandConfig:
     #: ``[[target.steps]]``: a multi-step job's ``(step, provider)`` in order; empty: the
     #: worker's jobs are single-step, and the multi-step rows do not run for it.
     steps: tuple[tuple[str, str], ...] = ()
+    #: Job-body fields that hold secrets or personal data: the harness fills each with a
+    #: recognisable stand-in, and a key or marker that carries one is a warning.
+    sensitive_fields: tuple[str, ...] = ()
 
     @property
     def base_dir(self) -> Path:
@@ -395,6 +405,7 @@ class _Schema:
             docker=self.docker(target.get("docker")),
             term_grace_s=term_grace,
             steps=self.steps(target.get("steps"), providers),
+            sensitive_fields=self.sensitive_fields(target),
         )
 
     def steps(
@@ -437,6 +448,32 @@ class _Schema:
                 )
             out.append((name, provider))
         return tuple(out)
+
+    def sensitive_fields(self, target: Mapping[str, Any]) -> tuple[str, ...]:
+        """``[target] sensitive_fields``: names of job-body fields, each once."""
+        value = target.get("sensitive_fields", [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.wrong("target.", "sensitive_fields", value, "a list of field names")
+        for name in value:
+            if not _FIELD_NAME.match(name):
+                raise self.fail(
+                    "target.sensitive_fields",
+                    f"{_shown(name)} is not a field name (letters, digits, _ and -)",
+                    f"write sensitive_fields = {_EXAMPLES['sensitive_fields']}",
+                )
+            if name in _RESERVED_FIELDS:
+                raise self.fail(
+                    "target.sensitive_fields",
+                    f"{_shown(name)} is a field the harness owns and the oracle reads",
+                    "leave it out; list the fields that carry secrets or personal data",
+                )
+        if len(set(value)) != len(value):
+            raise self.fail(
+                "target.sensitive_fields",
+                "names a field twice",
+                "list each field once",
+            )
+        return tuple(value)
 
     def known(
         self, table: Mapping[str, Any], where: str, keys: tuple[str, ...], *, label: str

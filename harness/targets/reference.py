@@ -44,6 +44,8 @@ class ReferenceAdapter:
     redelivery: Redelivery = "second_consumer"
     #: The reference runs the multi-step job the table describes.
     steps: tuple[tuple[str, str], ...] = ()
+    #: The reference's job bodies carry nothing secret.
+    sensitive_fields: tuple[str, ...] = ()
 
     def __init__(
         self,

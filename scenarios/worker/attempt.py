@@ -71,6 +71,10 @@ class Attempt:
         self.step: str | None = None
         self.last = True
         self.advance = False
+        #: The identity (profile, account) the job is bound to, from its body; every call
+        #: for the job acts under it, and under no other.
+        identity = c.body.get("identity")
+        self.identity: str | None = identity if isinstance(identity, str) else None
 
     # -- the steps ----------------------------------------------------------------
 
@@ -113,9 +117,11 @@ class Attempt:
             skip = self.bug("skip_reconcile_after_restart") or self.bug("provider_memory_only")
             if unresolved and not skip:
                 found = self.reconcile(spec)
-                if found is None:
+                if found is not None and found.outcome == "unverified" and self.retry_anyway(found):
+                    pass  # MUTANT identity_retry_anyway: on to the write, under whatever works
+                elif found is None:
                     return
-                if self.close_on(found):
+                elif self.close_on(found):
                     if not self.advance:
                         return
                     # The step in progress was this one: the later ones never started,
@@ -174,13 +180,18 @@ class Attempt:
             return
         failpoint("before_external_call", c.job_id, c.attempt, self.step)
         # MUTANT lease_checked_only_at_claim: no look at the lease before calling out.
-        if not self.bug("lease_checked_only_at_claim") and not self.lease_held():
+        if self.bug("lease_by_worker_clock"):
+            if not self.lease_left_by_own_clock():
+                return
+        elif not self.bug("lease_checked_only_at_claim") and not self.lease_held():
             return
         body: dict[str, Any] = dict(c.body)
         if self.bug("timestamp_in_payload"):
             # MUTANT timestamp_in_payload: the payload changes with every send.
             body["requested_at"] = time.time()
-        sent = self.calls.write(spec, body, key=key, marker=marker, token=c.token)
+        sent = self.calls.write(
+            spec, body, key=key, marker=marker, token=c.token, identity=self.identity
+        )
         self.log("write", key=key, kind=sent.kind, reason=sent.reason)
         failpoint("after_external_call", c.job_id, c.attempt, self.step)
         if not persist_first:
@@ -200,6 +211,15 @@ class Attempt:
             return False
         return True
 
+    def lease_left_by_own_clock(self) -> bool:
+        """MUTANT lease_by_worker_clock: the lease's end reckoned on this worker's wall
+        clock, with no renewal at the ledger (no fence) before the call."""
+        left = self.lease.wall_expires_at - time.time()
+        if left < LEASE_MARGIN * self.cfg.lease_ttl_s:
+            self.log("lease_lost", step="before_external_call", left_s=round(left, 4))
+            return False
+        return True
+
     def settle(self, spec: ProviderSpec, sent: WriteResult) -> None:
         if sent.kind == "ok":
             self.done(sent.ref)
@@ -207,6 +227,11 @@ class Attempt:
             self.fail(sent.reason)
         elif sent.kind == "conflict":
             self.result("needs_review", reason=f"provider refused the payload ({sent.reason})")
+        elif sent.kind == "unverified" and self.retry_anyway(sent):
+            # MUTANT identity_retry_anyway: the refusal read as a passing failure.
+            self.fail(sent.reason)
+        elif sent.kind == "unverified":
+            self.result("needs_review", reason=self.unverified(sent.reason, sent.identity_now))
         elif sent.reason == "http_409" and self.bug("conflict_409_new_key"):
             # MUTANT conflict_409_new_key: "in flight" read as "failed".
             self.fail(sent.reason)
@@ -239,6 +264,7 @@ class Attempt:
             lease_lost=self.lease.lost,
             lookup_error_is_not_found=self.bug("lookup_error_is_not_found"),
             on_lookup=lambda f: self.log("reconcile", outcome=f.outcome, reason=f.reason),
+            identity=self.identity,
         )
 
     def close_on(self, found: Lookup) -> bool:
@@ -249,7 +275,25 @@ class Attempt:
         if found.outcome in ("conflict", "unqueryable"):
             self.result("needs_review", reason=f"reconcile: {found.outcome} ({found.reason})")
             return True
+        if found.outcome == "unverified":
+            self.result("needs_review", reason=self.unverified(found.reason, found.identity_now))
+            return True
         return False
+
+    def unverified(self, reason: str, identity_now: str | None) -> str:
+        """Why a job stops on its identity: nothing is done under one that is not verified."""
+        self.log("identity_unverified", identity=self.identity, now=identity_now, reason=reason)
+        if identity_now is not None:
+            return f"identity {self.identity!r} now acts as {identity_now!r} ({reason}); blocked"
+        return f"the session of identity {self.identity!r} is not valid ({reason}); blocked"
+
+    def retry_anyway(self, refused: Lookup | WriteResult) -> bool:
+        """MUTANT identity_retry_anyway: log in again as whoever the profile holds now and
+        try once more, instead of stopping. True when the mutant takes over."""
+        if not self.bug("identity_retry_anyway"):
+            return False
+        self.identity = refused.identity_now or self.identity
+        return True
 
     def retry_at(self) -> float | None:
         """When the next attempt may start, or None when the attempts are used up."""

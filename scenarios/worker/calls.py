@@ -4,6 +4,9 @@ A write ends ``ok``, ``failed`` (the provider cleanly refused, or the request ne
 nothing can have happened), ``unknown`` (timeout, reset, dropped response, 409 in flight:
 something may have happened) or ``conflict`` (422: the key already holds another payload).
 A lookup ends in one of the seeds' reconcile results, plus ``unqueryable`` (501).
+Either ends ``unverified`` when the provider refused the job's identity (401: the session
+expired; 403: the profile now holds another identity, named in ``identity_now``):
+nothing happened, and nothing may be done under that identity until a human looks.
 """
 
 from __future__ import annotations
@@ -16,19 +19,27 @@ from typing import Any
 from scenarios.worker.config import ProviderSpec
 from scenarios.worker.http import NoResponse, NotSent, Response, Transport
 
+#: The header naming the identity a request acts under (see fake_providers.identity).
+IDENTITY_HEADER = "X-Crashpoint-Identity"
+#: What a provider answers a request under an identity it no longer accepts.
+IDENTITY_REFUSED = (401, 403)
+
 
 @dataclass(frozen=True)
 class WriteResult:
-    kind: str  # ok | failed | unknown | conflict
+    kind: str  # ok | failed | unknown | conflict | unverified
     reason: str
     ref: str | None = None
+    #: For ``unverified`` after a 403: the identity the profile holds now.
+    identity_now: str | None = None
 
 
 @dataclass(frozen=True)
 class Lookup:
-    outcome: str  # confirmed | not_found | conflict | unavailable | unqueryable
+    outcome: str  # confirmed | not_found | conflict | unavailable | unqueryable | unverified
     reason: str
     ref: str | None = None
+    identity_now: str | None = None
 
 
 class ProviderCalls:
@@ -41,11 +52,14 @@ class ProviderCalls:
     def close(self) -> None:
         """Nothing to release: every request has its own connection."""
 
-    def _headers(self, token: int | None) -> dict[str, str]:
+    def _headers(self, token: int | None, identity: str | None = None) -> dict[str, str]:
         # A relay holds no lease, so it sends no token (a made-up one would look stale).
-        if token is None:
-            return {"X-Worker-Id": self._worker_id}
-        return {"X-Fencing-Token": str(token), "X-Worker-Id": self._worker_id}
+        headers = {"X-Worker-Id": self._worker_id}
+        if token is not None:
+            headers["X-Fencing-Token"] = str(token)
+        if identity is not None:
+            headers[IDENTITY_HEADER] = identity
+        return headers
 
     def write(
         self,
@@ -55,8 +69,9 @@ class ProviderCalls:
         key: str,
         marker: str | None,
         token: int | None,
+        identity: str | None = None,
     ) -> WriteResult:
-        headers = {**self._headers(token), "Content-Type": "application/json"}
+        headers = {**self._headers(token, identity), "Content-Type": "application/json"}
         if spec.kind == "idempotent":
             url = f"{spec.url}/v1/effects"
             headers["Idempotency-Key"] = key
@@ -72,6 +87,9 @@ class ProviderCalls:
             return WriteResult("unknown", f"no_response:{exc}")
         if r.is_success:
             return WriteResult("ok", f"http_{r.status}", _ref(r))
+        if r.status in IDENTITY_REFUSED:
+            now = r.header(IDENTITY_HEADER)
+            return WriteResult("unverified", f"http_{r.status}", identity_now=now)
         if r.status == 409:
             return WriteResult("unknown", "http_409")
         if r.status == 422:
@@ -79,7 +97,14 @@ class ProviderCalls:
         return WriteResult("failed", f"http_{r.status}")
 
     def lookup(
-        self, spec: ProviderSpec, *, job_id: str, key: str, marker: str, token: int
+        self,
+        spec: ProviderSpec,
+        *,
+        job_id: str,
+        key: str,
+        marker: str,
+        token: int,
+        identity: str | None = None,
     ) -> Lookup:
         if spec.kind == "idempotent":
             url = f"{spec.url}/v1/effects"
@@ -88,9 +113,12 @@ class ProviderCalls:
             url = f"{spec.url}/v1/sends"
             params = {"client_marker": marker, "job_id": job_id}
         try:
-            r = self._http.send("GET", url, params=params, headers=self._headers(token))
+            r = self._http.send("GET", url, params=params, headers=self._headers(token, identity))
         except (NotSent, NoResponse) as exc:
             return Lookup("unavailable", f"no_response:{exc}")
+        if r.status in IDENTITY_REFUSED:
+            now = r.header(IDENTITY_HEADER)
+            return Lookup("unverified", f"http_{r.status}", identity_now=now)
         if r.status == 501:
             return Lookup("unqueryable", "http_501")
         if r.status == 404 and spec.kind == "idempotent":

@@ -14,7 +14,7 @@ from __future__ import annotations
 import http.client
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
@@ -31,6 +31,11 @@ class NoResponse(Exception):
 class Response:
     status: int
     body: bytes
+    #: Header names lower-cased (HTTP names are case-blind): read them with :meth:`header`.
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
 
     @property
     def is_success(self) -> bool:
@@ -47,6 +52,8 @@ class Answer(Protocol):
     status: int
 
     def read(self) -> bytes: ...
+
+    def getheaders(self) -> list[tuple[str, str]]: ...
 
 
 class Connection(Protocol):
@@ -101,7 +108,8 @@ class Transport:
             try:
                 conn.request(method, target, body=body, headers={**headers, "Connection": "close"})
                 answer = conn.getresponse()
-                return Response(answer.status, answer.read())
+                headers = {k.lower(): v for k, v in answer.getheaders()}
+                return Response(answer.status, answer.read(), headers)
             except (OSError, http.client.HTTPException) as exc:
                 raise NoResponse(type(exc).__name__) from exc
         finally:

@@ -23,6 +23,9 @@ class LeaseKeeper:
         self._ttl_s = ttl_s
         self._check_owner = check_owner
         self.expires_at = claim.lease_expires_at
+        #: The lease's end by this worker's own wall clock, as of the last renewal: only
+        #: the ``lease_by_worker_clock`` mutant reads it (the ledger's clock decides).
+        self.wall_expires_at = time.time() + (claim.lease_expires_at - time.monotonic())
         self.lost = threading.Event()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lease-renewal", daemon=True)
@@ -44,6 +47,7 @@ class LeaseKeeper:
             self.lost.set()
             return False
         self.expires_at = max(self.expires_at, expires)
+        self.wall_expires_at = time.time() + (self.expires_at - time.monotonic())
         return True
 
     def _run(self) -> None:

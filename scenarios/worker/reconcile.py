@@ -34,12 +34,15 @@ def reconcile(
     lookup_error_is_not_found: bool,
     on_lookup: Callable[[Lookup], None] | None = None,
     step: str | None = None,
+    identity: str | None = None,
 ) -> Lookup | None:
     """Look the job up until the answer is not ``unavailable``; None if we must stop."""
     tries = 0
     while not stopping.is_set() and not lease_lost.is_set():
         failpoint("before_reconcile", c.job_id, c.attempt, step)
-        found = calls.lookup(spec, job_id=c.job_id, key=key, marker=marker, token=c.token)
+        found = calls.lookup(
+            spec, job_id=c.job_id, key=key, marker=marker, token=c.token, identity=identity
+        )
         failpoint("after_reconcile", c.job_id, c.attempt, step)
         unanswered = found.outcome == "unavailable" and found.reason != "in_flight"
         if unanswered and lookup_error_is_not_found:

@@ -108,6 +108,13 @@ KILLING_CELLS = {
         "idempotent",
         None,
     ),
+    "lease_by_worker_clock": ("clock_skew", "worker_behind", "plain", "SIGSTOP"),
+    "identity_retry_anyway": (
+        "identity_lost_on_recovery",
+        "profile_changed",
+        "idempotent",
+        "SIGKILL",
+    ),
 }
 
 

@@ -809,3 +809,27 @@ def test_each_transport_mistake_is_one_line(
         'name = "mailer"\nkind = "plain"\n', f'name = "mailer"\nkind = "plain"\n{extra}\n'
     )
     assert_one_line(write(tmp_path, text), says, fix)
+
+
+def test_sensitive_fields_load_and_default_to_none(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, GOOD)).sensitive_fields == ()
+    text = GOOD.replace("max_attempts = 6", 'max_attempts = 6\nsensitive_fields = ["email", "ssn"]')
+    assert load_config(write(tmp_path, text)).sensitive_fields == ("email", "ssn")
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ('"email"', "must be a list of field names"),
+        ("[1]", "must be a list of field names"),
+        ('["a b"]', "is not a field name"),
+        ('["job_id"]', "a field the harness owns"),
+        ('["email", "email"]', "names a field twice"),
+    ],
+)
+def test_sensitive_fields_mistakes_name_the_key(tmp_path: Path, value: str, says: str) -> None:
+    text = GOOD.replace("max_attempts = 6", f"max_attempts = 6\nsensitive_fields = {value}")
+    with pytest.raises(ConfigError, match=r"target\.sensitive_fields") as err:
+        load_config(write(tmp_path, text))
+    assert says in str(err.value)
+    assert "\n" not in str(err.value)

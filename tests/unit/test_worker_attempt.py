@@ -41,17 +41,33 @@ class ScriptedCalls:
     states_at_write: list[JobRow] = field(default_factory=list)
 
     def write(
-        self, spec: ProviderSpec, body: Any, *, key: str, marker: str | None, token: int
+        self,
+        spec: ProviderSpec,
+        body: Any,
+        *,
+        key: str,
+        marker: str | None,
+        token: int,
+        identity: str | None = None,
     ) -> WriteResult:
-        self.sent.append({"body": dict(body), "key": key, "marker": marker, "token": token})
+        sent = {"body": dict(body), "key": key, "marker": marker, "token": token}
+        self.sent.append(sent if identity is None else {**sent, "identity": identity})
         if self.ledger is not None:
             self.states_at_write.append(self.ledger.jobs()[0])
         return self.writes.pop(0)
 
     def lookup(
-        self, spec: ProviderSpec, *, job_id: str, key: str, marker: str, token: int
+        self,
+        spec: ProviderSpec,
+        *,
+        job_id: str,
+        key: str,
+        marker: str,
+        token: int,
+        identity: str | None = None,
     ) -> Lookup:
-        self.looked.append({"key": key, "marker": marker})
+        looked = {"key": key, "marker": marker}
+        self.looked.append(looked if identity is None else {**looked, "identity": identity})
         return self.lookups.pop(0)
 
 
@@ -327,3 +343,64 @@ def test_mutant_ack_before_effect(ledger: LedgerStore) -> None:
     calls = ScriptedCalls(writes=[OK], ledger=ledger)
     run(ledger, calls, mutant="ack_before_effect")
     assert calls.states_at_write[0].delivery_state == "acknowledged"
+
+
+# -- identity-bound jobs ----------------------------------------------------------------
+
+BOUND = "j-0002"
+EXPIRED = Lookup("unverified", "http_401")
+CHANGED = Lookup("unverified", "http_403", identity_now="acct-other")
+
+
+def _reclaimed_bound_job(ledger: LedgerStore) -> None:
+    """A job bound to acct-1 whose first owner persisted its key and died."""
+    for row in ledger.jobs():  # the fixture's unbound job is done first, out of the way
+        assert row.job_id == JOB
+    run(ledger, ScriptedCalls(writes=[OK]))
+    ledger.enqueue(BOUND, "billing", {"job_id": BOUND, "identity": "acct-1"}, now=0.0)
+    first = ledger.claim("w0", now=0.0, ttl_s=1.0, max_attempts=3)
+    assert first is not None
+    assert first.job_id == BOUND
+    ledger.mark_submitted(first, key=f"effect-{BOUND}", marker=None, now=0.1)
+
+
+def _bound_row(ledger: LedgerStore) -> JobRow:
+    return next(j for j in ledger.jobs() if j.job_id == BOUND)
+
+
+def test_every_call_of_a_bound_job_names_its_identity(ledger: LedgerStore) -> None:
+    _reclaimed_bound_job(ledger)
+    calls = ScriptedCalls(writes=[OK], lookups=[NOT_FOUND])
+    run(ledger, calls)
+    assert [x["identity"] for x in calls.looked + calls.sent] == ["acct-1", "acct-1"]
+
+
+@pytest.mark.parametrize("refusal", [EXPIRED, CHANGED], ids=["expired", "changed"])
+def test_a_refused_identity_on_recovery_blocks_the_job(
+    ledger: LedgerStore, refusal: Lookup
+) -> None:
+    _reclaimed_bound_job(ledger)
+    calls = ScriptedCalls(writes=[OK], lookups=[refusal])
+    run(ledger, calls)
+    assert calls.sent == [], "nothing is done under an unverified identity"
+    row = _bound_row(ledger)
+    assert row.needs_review
+    assert "blocked" in (row.review_reason or "")
+
+
+def test_a_refused_write_blocks_the_job_too(ledger: LedgerStore) -> None:
+    run(ledger, ScriptedCalls(writes=[OK]))
+    ledger.enqueue(BOUND, "billing", {"job_id": BOUND, "identity": "acct-1"}, now=0.0)
+    calls = ScriptedCalls(writes=[WriteResult("unverified", "http_401")])
+    run(ledger, calls)
+    assert len(calls.sent) == 1
+    assert _bound_row(ledger).needs_review
+
+
+def test_mutant_identity_retry_anyway(ledger: LedgerStore) -> None:
+    _reclaimed_bound_job(ledger)
+    calls = ScriptedCalls(writes=[OK], lookups=[CHANGED])
+    run(ledger, calls, mutant="identity_retry_anyway")
+    # Logged in again as whoever the profile holds now, and acted as them.
+    assert [x["identity"] for x in calls.sent] == ["acct-other"]
+    assert not _bound_row(ledger).needs_review

@@ -38,13 +38,18 @@ class Sent:
 class Answer:
     status: int
     body: bytes
+    headers: list[tuple[str, str]] = field(default_factory=list)
 
     def read(self) -> bytes:
         return self.body
 
+    def getheaders(self) -> list[tuple[str, str]]:
+        return self.headers
 
-#: A handler answers a request with ``(status, json)``, or raises what the socket would.
-Handler = Callable[[Sent], tuple[int, Any]]
+
+#: A handler answers a request with ``(status, json)`` or ``(status, json, headers)``, or
+#: raises what the socket would.
+Handler = Callable[[Sent], tuple[int, Any] | tuple[int, Any, dict[str, str]]]
 
 
 @dataclass
@@ -53,7 +58,7 @@ class FakeConnection:
     refuse: OSError | None = None
     seen: list[Sent] = field(default_factory=list)
     closed: bool = False
-    _reply: tuple[int, Any] | None = None
+    _reply: tuple[int, Any] | tuple[int, Any, dict[str, str]] | None = None
 
     def connect(self) -> None:
         if self.refuse is not None:
@@ -72,8 +77,9 @@ class FakeConnection:
 
     def getresponse(self) -> Answer:
         assert self._reply is not None
-        status, doc = self._reply
-        return Answer(status, json.dumps(doc).encode())
+        status, doc = self._reply[0], self._reply[1]
+        headers = list(self._reply[2].items()) if len(self._reply) == 3 else []
+        return Answer(status, json.dumps(doc).encode(), headers)
 
     def close(self) -> None:
         self.closed = True
@@ -233,3 +239,23 @@ def test_lookup_whose_answer_is_lost_is_unavailable() -> None:
 
     found = calls_with(handler).lookup(IDEMPOTENT, job_id="j", key="k", marker="m", token=1)
     assert found.outcome == "unavailable"
+
+
+def test_a_bound_job_names_its_identity_and_a_refusal_is_unverified() -> None:
+    seen: list[str | None] = []
+
+    def handler(r: Sent) -> tuple[int, Any, dict[str, str]]:
+        seen.append(r.headers.get("X-Crashpoint-Identity"))
+        if r.method == "GET":
+            return 401, {"detail": "expired"}, {}
+        # Header names are case-blind on the wire: the worker must not care how it is cased.
+        return 403, {}, {"x-crashpoint-identity": "acct-9"}
+
+    calls = calls_with(handler)
+    sent = calls.write(IDEMPOTENT, {"job_id": "j-1"}, key="k", marker=None, token=1, identity="a1")
+    assert (sent.kind, sent.reason, sent.identity_now) == ("unverified", "http_403", "acct-9")
+    found = calls.lookup(IDEMPOTENT, job_id="j-1", key="k", marker="m", token=1, identity="a1")
+    assert (found.outcome, found.reason, found.identity_now) == ("unverified", "http_401", None)
+    assert seen == ["a1", "a1"]
+    calls.write(IDEMPOTENT, {"job_id": "j-1"}, key="k", marker=None, token=1)
+    assert seen[-1] is None  # an unbound job names none

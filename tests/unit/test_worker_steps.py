@@ -41,13 +41,27 @@ class Calls:
     looked: list[tuple[str, str]] = field(default_factory=list)
 
     def write(
-        self, spec: ProviderSpec, body: Any, *, key: str, marker: str | None, token: int
+        self,
+        spec: ProviderSpec,
+        body: Any,
+        *,
+        key: str,
+        marker: str | None,
+        token: int,
+        identity: str | None = None,
     ) -> WriteResult:
         self.sent.append((spec.url, key))
         return self.writes.pop(0)
 
     def lookup(
-        self, spec: ProviderSpec, *, job_id: str, key: str, marker: str, token: int
+        self,
+        spec: ProviderSpec,
+        *,
+        job_id: str,
+        key: str,
+        marker: str,
+        token: int,
+        identity: str | None = None,
     ) -> Lookup:
         self.looked.append((spec.url, key))
         return self.lookups.pop(0)

@@ -87,8 +87,13 @@ def exchange(url: str, method: str, path: str, headers: dict[str, str], body: by
         conn.close()
 
 
+#: ``--bug email-in-key``: the key names the customer's address (a hygiene warning).
+EMAIL_IN_KEY = "email-in-key" in sys.argv
+
+
 def key_of(job: str, kind: str) -> str:
-    return f"{'billing' if kind == 'idempotent' else 'mail'}-{job}"
+    key = f"{'billing' if kind == 'idempotent' else 'mail'}-{job}"
+    return f"{key}-for-{job}@customers.example" if EMAIL_IN_KEY else key
 
 
 def write(lease: jobdb.Lease, url: str, kind: str) -> tuple[str, str]:
@@ -233,7 +238,9 @@ def log(message: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cap", type=int, help="send up to N writes, whatever we are told")
-    parser.add_argument("--bug", action="append", default=[], choices=["done-on-reclaim"])
+    parser.add_argument(
+        "--bug", action="append", default=[], choices=["done-on-reclaim", "email-in-key"]
+    )
     args = parser.parse_args()
     told = os.environ.get("CRASHPOINT_MAX_ATTEMPTS")
     cap = args.cap if args.cap is not None else (int(told) if told else None)
