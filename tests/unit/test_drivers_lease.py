@@ -1,0 +1,120 @@
+"""A held request is released within the lease of the attempt that sent it, counted from
+when that attempt took its lease, never from the hold (no processes, no sleeps)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from harness.drivers.delivery import RELEASE_WITHIN_LEASES, _Enqueue, _Window
+from harness.drivers.lease import lease_began
+from harness.history import Event
+from harness.rendezvous import Hit
+from harness.trial import Trial
+
+LEASE_S = 0.6
+
+
+def ev(t: float, kind: str, job: str | None = "j-0001", source: str = "worker:w1") -> Event:
+    return Event(t, source, kind, job)
+
+
+def test_a_reported_claim_is_where_the_lease_began() -> None:
+    events = [
+        ev(0.0, "enqueue", source="supervisor"),
+        ev(0.9, "claim"),  # an earlier attempt's
+        ev(1.2, "claim"),  # the held attempt's
+        ev(1.3, "failpoint"),
+        ev(2.0, "claim", source="worker:w2"),  # after the hold: not the held attempt's
+    ]
+    assert lease_began(events, "j-0001", held_at=1.7) == 1.2
+
+
+def test_without_claims_the_first_failpoint_for_the_job_counts() -> None:
+    events = [
+        ev(0.0, "enqueue", source="supervisor"),
+        ev(1.0, "failpoint", job="j-0002"),  # another job's
+        ev(1.6, "failpoint"),  # after_claim
+        ev(1.7, "failpoint"),  # before_external_call
+        ev(2.3, "failpoint", source="worker:w2"),  # the redelivery's, after the hold
+    ]
+    assert lease_began(events, "j-0001", held_at=1.75) == 1.6
+
+
+def test_without_failpoints_the_first_enqueue_counts_and_else_the_hold() -> None:
+    enqueues = [ev(0.2, "enqueue", source="supervisor"), ev(0.5, "enqueue", job="j-0002")]
+    assert lease_began(enqueues, "j-0001", held_at=3.0) == 0.2
+    assert lease_began([], "j-0001", held_at=3.0) == 3.0
+
+
+def test_the_failing_history_is_released_before_the_takeover() -> None:
+    # The pyqueue history that duplicated at a plain provider (times from its start): the
+    # first worker claimed at 1.636, its request was held from 1.735, and a peer took
+    # the job when the lease ran out, at 2.303. Counted from the hold, the release was
+    # due at 2.035 at best; from the claim it is due well before the takeover.
+    events = [
+        ev(0.0, "enqueue", source="supervisor"),
+        ev(1.636, "failpoint"),
+        ev(1.675, "failpoint"),
+        ev(1.703, "arrival", source="provider:mailer"),
+    ]
+    began = lease_began(events, "j-0001", held_at=1.735)
+    assert began + LEASE_S * RELEASE_WITHIN_LEASES == pytest.approx(1.936)
+    assert began + LEASE_S < 2.303  # the lease it is counted against ended before it
+
+
+class _SlowTarget:
+    """A trial whose enqueue command has not exited until told to."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.go = threading.Event()
+        self.error = error
+        self.enqueued: list[str] = []
+
+    def enqueue(self, job_id: str) -> str:
+        self.go.wait()
+        if self.error is not None:
+            raise self.error
+        self.enqueued.append(job_id)
+        return job_id
+
+
+def _trial(target: _SlowTarget) -> Trial:
+    return target  # type: ignore[return-value]  # only .enqueue is used
+
+
+def test_a_redelivery_runs_beside_the_hold_and_its_error_is_kept() -> None:
+    ok = _SlowTarget()
+    redelivery = _Enqueue(_trial(ok), "j-0001")
+    assert redelivery.running()  # the driver is free to release on time meanwhile
+    ok.go.set()
+    redelivery.join()
+    redelivery.check()
+    assert ok.enqueued == ["j-0001"]
+
+    failing = _SlowTarget(RuntimeError("enqueue exited 2"))
+    redelivery = _Enqueue(_trial(failing), "j-0001")
+    failing.go.set()
+    redelivery.join()
+    with pytest.raises(RuntimeError, match="exited 2"):
+        redelivery.check()
+
+
+def hit(t: float, point: str, source: str, job: str = "j-0001") -> Hit:
+    return Hit(point, job, None, None, t, False, None, source=source)  # type: ignore[arg-type]
+
+
+def test_after_the_release_the_first_worker_takes_up_the_redelivery_only_by_a_claim() -> None:
+    window = _Window("j-0001", busy="worker:w1", opened=1.5, released=1.75)
+    lanes = {"worker:w1", "worker:w2"}
+    assert not window.takes_up(hit(1.4, "after_claim", "worker:w2"), lanes)  # before it
+    assert window.takes_up(hit(1.6, "before_reconcile", "worker:w1"), lanes)  # while held
+    assert window.takes_up(hit(1.8, "before_reconcile", "worker:w2"), lanes)
+    # The first worker's own attempt goes on after the release: not a take-up ...
+    assert not window.takes_up(hit(1.78, "after_external_call", "worker:w1"), lanes)
+    assert not window.takes_up(hit(1.79, "after_local_write", "worker:w1"), lanes)
+    # ... but a claim of the job is a new one: the redelivery, once its enqueue ended.
+    assert window.takes_up(hit(1.86, "after_claim", "worker:w1"), lanes)
+    assert not window.takes_up(hit(1.86, "after_claim", "worker:w1", job="j-0002"), lanes)
+    assert not window.takes_up(hit(1.86, "after_claim", "enqueue"), lanes)
