@@ -23,6 +23,7 @@ from harness.contract.errors import CrashpointError, Inconclusive
 from harness.contract.vocabulary import LIVENESS
 from harness.history import Event, History
 from harness.oracle import TrialFacts, Violation, check, unjudged
+from harness.oracle.stored import facts_to_json
 from harness.plan import Cell
 from harness.target import TargetAdapter, quiet_window_s
 from harness.trial import PROVIDER_NAME, Trial, TrialConfig
@@ -47,6 +48,9 @@ class TrialResult:
     unjudged: dict[str, str] = field(default_factory=dict)
     #: "failpoint" (reached exactly), "provider" (at a provider hold), or None.
     reached_by: str | None = None
+    #: The oracle's facts as stored (``harness.oracle.stored``): a stored history can be
+    #: judged again without rerunning it (``crashpoint recheck``). None: never judged.
+    facts: dict[str, Any] | None = None
 
     def to_json(self, replay: str) -> dict[str, Any]:
         c = self.cell
@@ -73,6 +77,7 @@ class TrialResult:
             "expected": f"{c.scenario.expected} -> {c.scenario.recovery}",
             "events": self.events,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
+            "facts": self.facts,
         }
 
 
@@ -115,12 +120,14 @@ def run_trial(
     verdict = "inconclusive"
     events: list[Event] | None = None
     notes: dict[str, str] = {}
+    stored_facts: dict[str, Any] | None = None
     try:
         trial.setup()
         review = driver(trial)
         quiescent = trial.wait_quiescent()
         events = trial.record()
         facts = trial.facts(quiescent=quiescent, review_expected=review)
+        stored_facts = facts_to_json(facts, t0=trial.history.t0)
         violations = check(events, facts)
         notes = unjudged(events, facts)
         safety = [v for v in violations if v.invariant not in LIVENESS]
@@ -169,6 +176,7 @@ def run_trial(
         },
         unjudged=notes,
         reached_by=trial.reached_by if trial.reached else None,
+        facts=stored_facts,
     )
 
 
