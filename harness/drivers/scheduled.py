@@ -14,6 +14,7 @@ provider's key can protect it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -157,13 +158,17 @@ class Player:
             held = None
             while held is None and time.monotonic() < deadline:
                 try:
-                    held = client.wait_held_count(fault_id, k, _POLL_S * 4)[-1]
+                    # The next request still held: each earlier one was let go already.
+                    held = client.wait_held_count(fault_id, 1, _POLL_S * 4)[0]
                 except Exception:  # not held yet
                     if self._ended():
                         break
             if held is None:
-                # No single-fault disarm in the control API: a hold left armed would catch
-                # a later request and keep it for minutes. Said in the history.
+                # A request held after the wait gave up is let go, and (no single-fault
+                # disarm in the control API) every fault disarmed: a hold left armed would
+                # catch a later request and keep it for minutes. Said in the history.
+                with contextlib.suppress(Exception):
+                    client.release(fault_id, "commit")
                 client.disarm_all()
                 trial.history.append(
                     "supervisor", "note", text="provider faults disarmed: a hold was not reached"

@@ -15,9 +15,13 @@ from hypothesis import strategies as st
 
 from harness.schedule import FAILPOINTS, FaultStep, Schedule
 
-#: Failpoints in the order shrinking prefers them (the plainest boundaries first).
+#: Failpoints in the order shrinking prefers them (the plainest boundaries first), the
+#: two around the external call drawn more often: most protocol bugs sit there.
 _POINTS = (
     "before_external_call",
+    "before_external_call",
+    "after_external_call",
+    "after_external_call",
     "after_external_call",
     "after_claim",
     "after_local_write",
@@ -25,11 +29,13 @@ _POINTS = (
     "after_reconcile",
 )
 assert set(_POINTS) == set(FAILPOINTS)
+#: Hit counts, the first hit most often (a later one needs a retry to happen at all).
+_HITS = (1, 1, 1, 2, 3)
 
 
 #: How often each kind of fault below is drawn, in its order: kills and stops at
 #: failpoints and provider faults are where most protocol bugs show.
-_WEIGHTS = (4, 2, 2, 1, 1, 1, 1)
+_WEIGHTS = (5, 2, 3, 1, 1, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,7 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
     """One fault, simplest kinds first."""
     lease, timeout = space.lease_ttl_s, space.http_timeout_s
     points = st.sampled_from(_POINTS)
-    hits = st.integers(1, 3)
+    hits = st.sampled_from(_HITS)
     pause_s = st.sampled_from((round(lease * 3, 3), round(lease * 1.5, 3)))
     times = st.integers(1, (space.max_attempts or 3) + 2)
     provider_faults = st.sampled_from(("fail_before_commit", "fail_lookup", "delay_response"))
