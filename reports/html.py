@@ -22,6 +22,7 @@ import jinja2
 from markupsafe import Markup
 
 from harness.contract.vocabulary import VERSION as __version__
+from reports.explore_view import build_exploration
 from reports.kill_view import build_kill_view
 from reports.matrix import build_matrix
 from reports.model import CELL_STATUSES, SEVERITY, Results, Trial
@@ -46,6 +47,8 @@ LABELS: Mapping[str, str] = {
     "skipped": "skipped",
 }
 _ASSETS = ("report.css", "report.js")
+#: The exploration's page beside index.html (written only for an exploration run).
+EXPLORE_PAGE = "exploration.html"
 _OWNED_ASSET = re.compile(rf"^{ASSET_PREFIX}[0-9a-f]{{10}}\.(css|js)$")
 
 
@@ -85,6 +88,7 @@ def write_html(
     if self_contained:
         assets = {name: _inline_asset(name) for name in _ASSETS}
         common["kill"] = build_kill_view(results, lambda t: f"#trial-{stems[t.key]}")
+        common["exploration"] = build_exploration(results, lambda t: f"#trial-{stems[t.key]}")
         html = env.get_template("single.html.j2").render(
             common,
             root="",
@@ -92,6 +96,7 @@ def write_html(
             inline_js=assets["report.js"],
             link=lambda t: f"#trial-{stems[t.key]}",
             kill_href="#kill-matrix",
+            explore_href="#exploration",
             index_href="#top",
             trial_view=_trial_view,
         )
@@ -104,6 +109,7 @@ def write_html(
         return f"{TRIALS_DIR}/{stems[t.key]}.html"
 
     common["kill"] = build_kill_view(results, page_link)
+    common["exploration"] = build_exploration(results, page_link)
     _write(
         index,
         env.get_template("index.html.j2").render(
@@ -113,6 +119,7 @@ def write_html(
             js=names["report.js"],
             link=page_link,
             kill_href="kill-matrix.html",
+            explore_href=EXPLORE_PAGE,
             index_href="index.html",
         ),
     )
@@ -132,6 +139,23 @@ def write_html(
         )
     elif kill_page.exists():
         kill_page.unlink()
+    explore_page = out / EXPLORE_PAGE
+    if common["exploration"] is not None:
+        _write(
+            explore_page,
+            env.get_template("exploration.html.j2").render(
+                common,
+                root="",
+                css=names["report.css"],
+                js=names["report.js"],
+                link=page_link,
+                kill_href="kill-matrix.html",
+                explore_href=EXPLORE_PAGE,
+                index_href="index.html",
+            ),
+        )
+    elif explore_page.exists():
+        explore_page.unlink()
     trials_dir = out / TRIALS_DIR
     trials_dir.mkdir(exist_ok=True)
     trial_tpl = env.get_template("trial.html.j2")
@@ -148,6 +172,7 @@ def write_html(
                 js=names["report.js"],
                 link=lambda t: f"{stems[t.key]}.html",
                 kill_href="../kill-matrix.html",
+                explore_href=f"../{EXPLORE_PAGE}",
                 index_href="../index.html",
                 trial=_trial_view(trial),
             ),
