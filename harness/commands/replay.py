@@ -83,8 +83,9 @@ def replay_schedule(
 ) -> int:
     """Play a saved schedule ``repeat`` times and say how often it violated.
 
-    Against the target the file names (the reference worker and its mutant) unless -c,
-    --mutant or --correct choose another; each play is one real trial.
+    Against the target the file names (the reference worker and its mutant, or a
+    crashpoint.toml) unless -c, --mutant or --correct choose another; each play is one
+    real trial.
     """
     import time
 
@@ -98,7 +99,10 @@ def replay_schedule(
 
     schedule = load(path)
     if config_path is None and mutant is None and not correct:
+        # The target it was found against: a reference mutant, or a crashpoint.toml.
         mutant = schedule.mutant
+        if schedule.target != "reference" and target == "reference":
+            config_path = Path(schedule.target)
     resolved = resolve_target(config_path, target, mutant)
     if resolved.declared is not None and all(k != schedule.provider for _, k in resolved.declared):
         raise ConfigError(
