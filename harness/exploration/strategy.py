@@ -35,7 +35,7 @@ _HITS = (1, 1, 1, 2, 3)
 
 #: How often each kind of fault below is drawn, in its order: kills and stops at
 #: failpoints and provider faults are where most protocol bugs show.
-_WEIGHTS = (5, 2, 3, 1, 1, 1, 1)
+_WEIGHTS = (5, 3, 3, 1, 1, 1, 2)
 
 
 @dataclass(frozen=True)
@@ -100,11 +100,13 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
             times=times,
             delay_s=st.just(round(timeout * 2, 3)),
         ),
+        # At "response" the answer is lost whatever else happens: a pause of 0 s there
+        # is the plain lost response (a reset after commit); at "commit" it is a stall.
         st.builds(
             FaultStep,
-            at=st.just("commit"),
+            at=st.sampled_from(("response", "commit")),
             action=st.just("pause"),
-            duration_s=pause_s,
+            duration_s=st.sampled_from((0.0, round(lease * 1.5, 3), round(lease * 3, 3))),
         ),
     ]
     if provider == "idempotent" or not space.second_consumer:
