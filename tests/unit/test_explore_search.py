@@ -99,8 +99,10 @@ def test_a_failure_that_does_not_come_back_is_flaky_and_kept() -> None:
 
 def test_shrinking_stops_at_its_budget() -> None:
     run, _ = _runner(lambda s, _: _bug(s))
-    found = Explorer(run, SPACE, budget=200, seed=3, confirm=Confirm(1, 1), shrink_budget=2)
+    found = Explorer(run, SPACE, budget=200, seed=2, confirm=Confirm(1, 1), shrink_budget=2)
     result = found.explore()
+    assert result.first_failure is not None
+    assert result.first_failure.schedule.size > (1, 1, 1), "this seed must leave work to shrink"
     shrink_runs = [e for e in result.evaluations if e.phase == "shrink" and e.outcomes]
     assert len(shrink_runs) <= 2
     assert any(e.status == NOT_RUN for e in result.evaluations)
