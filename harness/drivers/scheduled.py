@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fake_providers import Fault
 from harness.backends.base import WorkerHandle
-from harness.contract.errors import Inconclusive
+from harness.contract.errors import Inconclusive, RendezvousTimeout
 from harness.drivers.review import NONE
-from harness.rendezvous import Hit
+from harness.rendezvous import Gate, Hit
 from harness.schedule import FAILPOINTS, HITTER, FaultStep, Schedule
 from harness.trial import Trial
 from harness.verdict import Driver
@@ -32,7 +33,14 @@ from harness.verdict import Driver
 REACH_S = 4.0
 #: A held request is let go by this share of the lease, so its worker still owns the job.
 RELEASE_WITHIN_LEASES = 0.5
+#: How long a request held for a duplicate waits for the second consumer's own request.
+SECOND_CONSUMER_WAIT_S = 10.0
 _POLL_S = 0.05
+
+#: A held request to let go: (fault id, arrival id, default outcome, let go by).
+Release = tuple[str, int, str, float]
+#: Lets the boundary go, with the outcome a held request is released with (None: default).
+LetGo = Callable[[str | None], None]
 
 
 def schedule_driver(schedule: Schedule) -> Driver:
@@ -89,7 +97,7 @@ class Player:
 
     # -- arming and reaching -------------------------------------------------------------
 
-    def _arm(self, step: FaultStep) -> object:
+    def _arm(self, step: FaultStep) -> Gate | str | None:
         trial = self.trial
         if step.at in FAILPOINTS:
             assert trial.rendezvous is not None
@@ -99,9 +107,9 @@ class Player:
             return trial.arm(Fault(action, times=step.hit))
         return None
 
-    def _reach(self, step: FaultStep, armed: object) -> _At | None:
+    def _reach(self, step: FaultStep, armed: Gate | str | None) -> _At | None:
         """Wait for the boundary, act there, and say where it landed (None: not reached)."""
-        if step.at in FAILPOINTS:
+        if isinstance(armed, Gate):
             return self._at_failpoint(step, armed)
         if step.at in ("arrival", "commit", "response"):
             assert isinstance(armed, str)
@@ -116,7 +124,7 @@ class Player:
         self._act(step, at, hit=None)
         return at
 
-    def _at_failpoint(self, step: FaultStep, gate: object) -> _At | None:
+    def _at_failpoint(self, step: FaultStep, gate: Gate) -> _At | None:
         trial = self.trial
         assert trial.rendezvous is not None
         hits: list[Hit] = []
@@ -124,7 +132,7 @@ class Player:
         while len(hits) < step.hit:
             hit = self._next_hit(gate, deadline)
             if hit is None:
-                trial.rendezvous.disarm(gate)  # type: ignore[arg-type]
+                trial.rendezvous.disarm(gate)
                 return None
             hits.append(hit)
             if len(hits) < step.hit:
@@ -135,16 +143,13 @@ class Player:
         self._act(step, at, hit=hit)
         return at
 
-    def _next_hit(self, gate: object, deadline: float) -> Hit | None:
-        from harness.rendezvous import Gate
-
-        assert isinstance(gate, Gate)
+    def _next_hit(self, gate: Gate, deadline: float) -> Hit | None:
         while time.monotonic() < deadline:
             if self.trial.abort.is_set():
                 raise Inconclusive("interrupted")
             try:
                 return gate.wait(_POLL_S * 4)
-            except Exception:  # RendezvousTimeout: nobody there yet
+            except RendezvousTimeout:  # nobody there yet
                 if self._ended():
                     return None
         return None
@@ -160,7 +165,7 @@ class Player:
                 try:
                     # The next request still held: each earlier one was let go already.
                     held = client.wait_held_count(fault_id, 1, _POLL_S * 4)[0]
-                except Exception:  # not held yet
+                except RendezvousTimeout:  # not held yet
                     if self._ended():
                         break
             if held is None:
@@ -199,7 +204,7 @@ class Player:
         at: _At,
         *,
         hit: Hit | None,
-        release: tuple[str, int, str, float] | None = None,
+        release: Release | None = None,
     ) -> None:
         """Apply ``step`` where it landed; let the boundary go (a failpoint hit resumed, a
         held request released) as the action calls for."""
@@ -250,13 +255,12 @@ class Player:
             let_go()
             self._restore()
 
-    def _duplicate(self, at: _At, let_go: object, release: object) -> None:
+    def _duplicate(self, at: _At, let_go: LetGo, release: Release | None) -> None:
         trial = self.trial
         assert trial.target is not None
         job = at.job or (trial.jobs[0] if trial.jobs else None)
-        assert callable(let_go)
         if job is None:
-            let_go()
+            let_go(None)
             return
         before = len(trial.writes(job))
         if trial.target.redelivery == "second_consumer":
@@ -265,20 +269,23 @@ class Player:
                 trial.history.append(
                     "supervisor", "note", text="duplicate skipped: only a key protects it"
                 )
-                let_go()
+                let_go(None)
                 return
             other = trial.add_consumer(job)
             trial.start_worker(consumer=other)
+            # Its own ledger, so no lease of the first worker's is raced: the held request
+            # waits for the second consumer's, as the table's driver waits (a slow start
+            # on a loaded machine must not turn the duplicate into a sequential retry).
+            release_by = time.monotonic() + SECOND_CONSUMER_WAIT_S
         else:
             trial.enqueue(job)
+            release_by = release[3] if release is not None else 0.0
         if release is not None:
-            assert isinstance(release, tuple)
-            release_by = release[3]
             while time.monotonic() < release_by and len(trial.writes(job)) <= before:
                 trial.sleep(0.02)
             let_go("commit")
         else:
-            let_go()
+            let_go(None)
 
     def _restore(self) -> None:
         trial = self.trial
@@ -306,8 +313,7 @@ class Player:
         others = all(t.quiescent(jobs) for t, jobs in trial.consumers)
         return others and trial.target.quiescent(trial.jobs)
 
-    def _wait(self, ready: object, timeout_s: float) -> bool:
-        assert callable(ready)
+    def _wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if ready():
