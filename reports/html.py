@@ -110,9 +110,13 @@ def write_html(
 
     common["kill"] = build_kill_view(results, page_link)
     common["exploration"] = build_exploration(results, page_link)
-    _write(
-        index,
-        env.get_template("index.html.j2").render(
+
+    def top_page(template: str, path: Path, *, wanted: bool = True) -> None:
+        """A page beside index.html, or (not wanted) a stale one of an earlier run removed."""
+        if not wanted:
+            path.unlink(missing_ok=True)
+            return
+        html = env.get_template(template).render(
             common,
             root="",
             css=names["report.css"],
@@ -121,41 +125,14 @@ def write_html(
             kill_href="kill-matrix.html",
             explore_href=EXPLORE_PAGE,
             index_href="index.html",
-        ),
+        )
+        _write(path, html)
+
+    top_page("index.html.j2", index)
+    top_page(
+        "kill_matrix.html.j2", out / "kill-matrix.html", wanted=results.kill_matrix is not None
     )
-    kill_page = out / "kill-matrix.html"
-    if results.kill_matrix is not None:
-        _write(
-            kill_page,
-            env.get_template("kill_matrix.html.j2").render(
-                common,
-                root="",
-                css=names["report.css"],
-                js=names["report.js"],
-                link=page_link,
-                kill_href="kill-matrix.html",
-                index_href="index.html",
-            ),
-        )
-    elif kill_page.exists():
-        kill_page.unlink()
-    explore_page = out / EXPLORE_PAGE
-    if common["exploration"] is not None:
-        _write(
-            explore_page,
-            env.get_template("exploration.html.j2").render(
-                common,
-                root="",
-                css=names["report.css"],
-                js=names["report.js"],
-                link=page_link,
-                kill_href="kill-matrix.html",
-                explore_href=EXPLORE_PAGE,
-                index_href="index.html",
-            ),
-        )
-    elif explore_page.exists():
-        explore_page.unlink()
+    top_page("exploration.html.j2", out / EXPLORE_PAGE, wanted=common["exploration"] is not None)
     trials_dir = out / TRIALS_DIR
     trials_dir.mkdir(exist_ok=True)
     trial_tpl = env.get_template("trial.html.j2")

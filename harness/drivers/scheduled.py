@@ -182,14 +182,7 @@ class Player:
             if k < step.hit:
                 client.release(fault_id, "commit", arrival_id=held.arrival_id)
         assert held is not None
-        trial.history.append(
-            f"provider:{trial.provider_name}",
-            "hold",
-            job=held.job_id,
-            t=held.t_mono,
-            committed=held.committed,
-            arrival=held.arrival_id,
-        )
+        trial.record_held(held)
         at = _At(self._writer_of(held.job_id, held.arrival_id), held.job_id)
         release_by = held.t_mono + trial.config.lease_ttl_s * RELEASE_WITHIN_LEASES
         outcome = {"arrival": "drop", "commit": "respond", "response": "drop"}[step.at]
