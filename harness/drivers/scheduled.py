@@ -39,8 +39,9 @@ _POLL_S = 0.05
 
 #: A held request to let go: (fault id, arrival id, default outcome, let go by).
 Release = tuple[str, int, str, float]
-#: Lets the boundary go, with the outcome a held request is released with (None: default).
-LetGo = Callable[[str | None], None]
+#: Lets the boundary go, with the outcome a held request is released with (None: default)
+#: and ``late_ok``: a request held before commit may still commit past its deadline.
+LetGo = Callable[..., None]
 
 
 def schedule_driver(schedule: Schedule) -> Driver:
@@ -204,15 +205,27 @@ class Player:
         trial = self.trial
         worker = at.worker if step.worker == HITTER else self._named(step.worker)
 
-        def let_go(outcome: str | None = None) -> None:
+        def let_go(outcome: str | None = None, *, late_ok: bool = False) -> None:
             if hit is not None:
                 hit.resume()
             if release is not None:
-                fault_id, arrival, default, _ = release
-                trial.client.release(fault_id, outcome or default, arrival_id=arrival)
-                trial.history.append(
-                    f"provider:{trial.provider_name}", "release", outcome=outcome or default
-                )
+                fault_id, arrival, default, release_by = release
+                outcome = outcome or default
+                if (
+                    step.at == "arrival"
+                    and outcome != "drop"
+                    and not late_ok
+                    and time.monotonic() > release_by
+                ):
+                    # Held before commit past half a lease: its worker may have timed out,
+                    # looked, found nothing and sent again, and a late commit would be a
+                    # ghost no protocol can see (DESIGN "Fairness"). It fails instead.
+                    outcome = "drop"
+                    trial.history.append(
+                        "supervisor", "note", text="held request dropped: let go too late"
+                    )
+                trial.client.release(fault_id, outcome, arrival_id=arrival)
+                trial.history.append(f"provider:{trial.provider_name}", "release", outcome=outcome)
 
         if step.action == "kill":
             if worker is not None and worker.alive():
@@ -256,7 +269,8 @@ class Player:
             let_go(None)
             return
         before = len(trial.writes(job))
-        if trial.target.redelivery == "second_consumer":
+        second = trial.target.redelivery == "second_consumer"
+        if second:
             if trial.cell.provider != "idempotent":
                 # Two ledgers and no key: nothing could keep the effect single (DESIGN).
                 trial.history.append(
@@ -276,7 +290,8 @@ class Player:
         if release is not None:
             while time.monotonic() < release_by and len(trial.writes(job)) <= before:
                 trial.sleep(0.02)
-            let_go("commit")
+            # A second consumer's wait is bounded by the table's own, not by half a lease.
+            let_go("commit", late_ok=second)
         else:
             let_go(None)
 
