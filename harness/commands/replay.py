@@ -36,7 +36,14 @@ def replay_file(path: Path, *, trial_ids: Sequence[str], out: Path) -> int:
     code: int = ExitCode.HELD
     for t in chosen:
         console.print(f"replay {t['id']} (was {t['verdict']})")
-        ran = _run_replay(t["replay"], out / t["id"])
+        line = t["replay"]
+        if isinstance(t.get("schedule"), dict):
+            # A trial of an exploration: its own schedule, not the whole search again.
+            from harness.schedule import from_json, save
+
+            played = from_json(t["schedule"], source=f"{path}: trial {t['id']}")
+            line = shlex.join(["crashpoint", "replay", str(save(played, out / f"{t['id']}.json"))])
+        ran = _run_replay(line, out / t["id"])
         record = out / t["id"] / "results.json"
         if not record.exists():
             console.print(f"  could not replay (exit {ran}); see the message above")

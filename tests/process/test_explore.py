@@ -106,3 +106,14 @@ def test_recheck_judges_the_stored_histories_to_the_same_verdicts(explored: Path
     again = crashpoint("recheck", str(explored / "results.json"))
     assert again.returncode == 1, again.stdout + again.stderr
     assert "no verdict changes" in again.stderr
+
+
+def test_replay_of_the_results_plays_a_trial_s_own_schedule(explored: Path, tmp_path: Path) -> None:
+    doc = json.loads((explored / "results.json").read_text())
+    [trial_id] = doc["exploration"]["finding"]["trials"][:1]
+    again = crashpoint(
+        "replay", str(explored / "results.json"), "--trial", trial_id, "--out", str(tmp_path)
+    )
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "reproduced: violated (was violated)" in again.stderr
+    assert (tmp_path / f"{trial_id}.json").exists()
