@@ -237,6 +237,10 @@ class Player:
             if worker is not None and worker.alive():
                 trial.send(worker, "SIGSTOP")
                 let_go("respond" if release is not None and step.at == "arrival" else None)
+                if step.duration_s > trial.config.lease_ttl_s and not self._others(worker):
+                    # A stop past the lease is the slow-worker fault: someone must be there
+                    # to take the job over (the table's lease_expiry_slow_worker does so too).
+                    trial.start_worker()
                 trial.sleep(step.duration_s)
                 trial.send(worker, "SIGCONT")
             else:
@@ -328,6 +332,14 @@ class Player:
                 return True
             self.trial.sleep(_POLL_S)
         return False
+
+    def _others(self, worker: WorkerHandle) -> bool:
+        """Whether a worker besides ``worker`` is running (alive and not stopped)."""
+        trial = self.trial
+        return any(
+            h is not worker and h.alive() and h.name not in trial.paused
+            for h in trial.workers.values()
+        )
 
     def _named(self, name: str) -> WorkerHandle | None:
         """A worker by name; ``hitter`` (no boundary worker) means the newest alive one."""

@@ -33,11 +33,6 @@ assert set(_POINTS) == set(FAILPOINTS)
 _HITS = (1, 1, 1, 2, 3)
 
 
-#: How often each kind of fault below is drawn, in its order: kills and stops at
-#: failpoints and provider faults are where most protocol bugs show.
-_WEIGHTS = (5, 3, 3, 1, 1, 1, 2)
-
-
 @dataclass(frozen=True)
 class Space:
     """What the strategy may draw from: the target's provider kinds and timing."""
@@ -66,51 +61,68 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
     pause_s = st.sampled_from((round(lease * 3, 3), round(lease * 1.5, 3)))
     times = st.integers(1, (space.max_attempts or 3) + 2)
     provider_faults = st.sampled_from(("fail_before_commit", "fail_lookup", "delay_response"))
-    kinds = [
-        st.builds(
-            FaultStep,
-            at=points,
-            action=st.just("kill"),
-            hit=hits,
-            signal=st.sampled_from(("SIGKILL", "SIGTERM")),
+    # (weight, kind): kills and stops at failpoints, provider faults and lost responses
+    # are where most protocol bugs show.
+    kinds: list[tuple[int, st.SearchStrategy[FaultStep]]] = [
+        (
+            5,
+            st.builds(
+                FaultStep,
+                at=points,
+                action=st.just("kill"),
+                hit=hits,
+                signal=st.sampled_from(("SIGKILL", "SIGTERM")),
+            ),
         ),
-        st.builds(
-            FaultStep,
-            at=st.just("start"),
-            action=st.just("provider_fault"),
-            fault=provider_faults,
-            times=times,
-            delay_s=st.just(round(timeout * 2, 3)),
+        (
+            3,
+            st.builds(
+                FaultStep,
+                at=st.just("start"),
+                action=st.just("provider_fault"),
+                fault=provider_faults,
+                times=times,
+                delay_s=st.just(round(timeout * 2, 3)),
+            ),
         ),
-        st.builds(FaultStep, at=points, action=st.just("pause"), hit=hits, duration_s=pause_s),
-        st.builds(
-            FaultStep,
-            at=st.sampled_from(("arrival", "commit", "response")),
-            action=st.just("kill"),
-            hit=st.integers(1, 2),
-            signal=st.sampled_from(("SIGKILL", "SIGTERM")),
+        (3, st.builds(FaultStep, at=points, action=st.just("pause"), hit=hits, duration_s=pause_s)),
+        (
+            1,
+            st.builds(
+                FaultStep,
+                at=st.sampled_from(("arrival", "commit", "response")),
+                action=st.just("kill"),
+                hit=st.integers(1, 2),
+                signal=st.sampled_from(("SIGKILL", "SIGTERM")),
+            ),
         ),
-        st.builds(FaultStep, at=st.just("settled"), action=st.just("restore")),
-        st.builds(
-            FaultStep,
-            at=points,
-            action=st.just("provider_fault"),
-            hit=hits,
-            fault=provider_faults,
-            times=times,
-            delay_s=st.just(round(timeout * 2, 3)),
+        (1, st.builds(FaultStep, at=st.just("settled"), action=st.just("restore"))),
+        (
+            1,
+            st.builds(
+                FaultStep,
+                at=points,
+                action=st.just("provider_fault"),
+                hit=hits,
+                fault=provider_faults,
+                times=times,
+                delay_s=st.just(round(timeout * 2, 3)),
+            ),
         ),
         # At "response" the answer is lost whatever else happens: a pause of 0 s there
         # is the plain lost response (a reset after commit); at "commit" it is a stall.
-        st.builds(
-            FaultStep,
-            at=st.sampled_from(("response", "commit")),
-            action=st.just("pause"),
-            duration_s=st.sampled_from((0.0, round(lease * 1.5, 3), round(lease * 3, 3))),
+        (
+            2,
+            st.builds(
+                FaultStep,
+                at=st.sampled_from(("response", "commit")),
+                action=st.just("pause"),
+                duration_s=st.sampled_from((0.0, round(lease * 1.5, 3), round(lease * 3, 3))),
+            ),
         ),
     ]
     if provider == "idempotent" or not space.second_consumer:
-        kinds.append(st.builds(FaultStep, at=st.just("arrival"), action=st.just("duplicate")))
+        kinds.append((2, st.builds(FaultStep, at=st.just("arrival"), action=st.just("duplicate"))))
     if space.network:
         toxics = (
             ("timeout", {"timeout": 0}),
@@ -118,21 +130,23 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
             ("latency", {"latency": int(timeout * 3000)}),
         )
         kinds.append(
-            st.sampled_from(toxics).map(
-                lambda t: FaultStep(
-                    at="commit",
-                    action="toxic",
-                    toxic=t[0],
-                    attributes=t[1],
-                    duration_s=round(timeout * 1.5, 3),
-                )
+            (
+                1,
+                st.sampled_from(toxics).map(
+                    lambda t: FaultStep(
+                        at="commit",
+                        action="toxic",
+                        toxic=t[0],
+                        attributes=t[1],
+                        duration_s=round(timeout * 1.5, 3),
+                    )
+                ),
             )
         )
     # Drawn by index, each kind as often as its weight: sampled_from shrinks towards
     # index 0, so the weights bias generation without changing what shrinking prefers.
-    weighted = [i for i, w in enumerate(_WEIGHTS[: len(kinds)]) for _ in range(w)]
-    weighted += range(len(_WEIGHTS), len(kinds))
-    return st.sampled_from(sorted(weighted)).flatmap(lambda i: kinds[i])
+    weighted = [i for i, (w, _) in enumerate(kinds) for _ in range(w)]
+    return st.sampled_from(weighted).flatmap(lambda i: kinds[i][1])
 
 
 def schedules(space: Space) -> st.SearchStrategy[Schedule]:
