@@ -209,34 +209,43 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
     return f
 
 
+def _target_options(f: click.decorators.FC) -> click.decorators.FC:
+    options = [
+        click.option(
+            "-c",
+            "--config",
+            "config_path",
+            type=click.Path(path_type=Path),
+            default=None,
+            metavar="FILE",
+            help="Your worker's crashpoint.toml (see crashpoint init).",
+        ),
+        click.option(
+            "--target",
+            default="reference",
+            metavar="NAME",
+            help="The built-in worker, when there is no -c.",
+        ),
+        click.option(
+            "--mutant",
+            default=None,
+            metavar="NAME",
+            shell_complete=_complete_mutants,
+            help="Plant this bug in the reference worker.",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
 @main.command(
     epilog="\b\nExamples:\n"
     "  crashpoint run --scenario crash_after_external_success --seed 7\n"
     "  crashpoint run --mutant fresh_key_per_attempt     # a known bug: exit 1\n"
     "  crashpoint run -c crashpoint.toml -j 2"
 )
-@click.option(
-    "-c",
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="FILE",
-    help="Your worker's crashpoint.toml (see crashpoint init).",
-)
-@click.option(
-    "--target",
-    default="reference",
-    metavar="NAME",
-    help="The built-in worker, when there is no -c.",
-)
-@click.option(
-    "--mutant",
-    default=None,
-    metavar="NAME",
-    shell_complete=_complete_mutants,
-    help="Plant this bug in the reference worker.",
-)
+@_target_options
 @click.option(
     "--repeat",
     type=click.IntRange(1, 1000),
@@ -333,7 +342,12 @@ def report(results: tuple[Path, ...], out: Path, self_contained: bool) -> None:
     report_command(results, out=out, self_contained=self_contained)
 
 
-@main.command()
+@main.command(
+    epilog="\b\nExamples:\n"
+    "  crashpoint replay crashpoint-out/results.json\n"
+    "  crashpoint replay crashpoint-explore/finding.json --repeat 5\n"
+    "  crashpoint replay finding.json --correct     # against the correct worker"
+)
 @click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--trial",
@@ -342,15 +356,146 @@ def report(results: tuple[Path, ...], out: Path, self_contained: bool) -> None:
     metavar="ID",
     help="Replay this trial id (repeatable).  [default: every trial that did not hold]",
 )
+@click.option(
+    "--repeat",
+    type=click.IntRange(1, 1000),
+    default=1,
+    metavar="N",
+    help="A schedule file: play it N times and report the reproduction rate.",
+)
+@click.option(
+    "--correct",
+    is_flag=True,
+    help="A schedule file: play it against the correct reference worker, not its mutant.",
+)
+@_target_options
 @_out_option("crashpoint-replay")
-def replay(results: Path, trial_ids: tuple[str, ...], out: Path) -> None:
-    """Run stored trials again from their seeds; compare verdicts.
+def replay(
+    results: Path,
+    trial_ids: tuple[str, ...],
+    repeat: int,
+    correct: bool,
+    out: Path,
+    config_path: Path | None,
+    target: str,
+    mutant: str | None,
+) -> None:
+    """Run stored trials or a saved schedule again; compare verdicts.
 
-    RESULTS is a results.json; each of its trials carries the command that replays it.
+    RESULTS is a results.json (each of its trials carries the command that replays
+    it) or a schedule file (finding.json from crashpoint explore), played against the
+    target it was found against unless -c, --mutant or --correct say otherwise.
     """
-    from harness.commands.replay import replay_file
+    from harness.commands.replay import replay_file, replay_schedule
+    from harness.schedule import is_schedule_file
 
+    if is_schedule_file(results):
+        sys.exit(
+            replay_schedule(
+                results,
+                repeat=repeat,
+                out=out,
+                config_path=config_path,
+                target=target,
+                mutant=mutant,
+                correct=correct,
+            )
+        )
     sys.exit(replay_file(results, trial_ids=trial_ids, out=out))
+
+
+@main.command(
+    epilog="\b\nExamples:\n"
+    "  crashpoint explore --budget 50 --seed 1 --mutant fresh_key_per_attempt\n"
+    "  crashpoint explore --budget 200 --seed 7 -c crashpoint.toml\n"
+    "  crashpoint explore --budget 50 --seed 1 --mode random   # the chaos baseline"
+)
+@_target_options
+@click.option(
+    "--budget",
+    type=click.IntRange(1, 100_000),
+    required=True,
+    metavar="N",
+    help="Schedules to generate before giving up (shrinking comes on top).",
+)
+@click.option(
+    "--seed", type=int, default=None, metavar="N", help="Seed: the same seed, the same schedules."
+)
+@_out_option("crashpoint-explore")
+@click.option(
+    "--mode",
+    type=click.Choice(("hypothesis", "random")),
+    default="hypothesis",
+    help="Hypothesis schedules, or kills at random moments (the chaos baseline).",
+)
+@click.option(
+    "--confirm",
+    default="2/3",
+    metavar="K/N",
+    help="A schedule fails when K of up to N runs violate; fewer is flaky.",
+)
+@click.option(
+    "--shrink-budget",
+    type=click.IntRange(0, 10_000),
+    default=60,
+    metavar="TRIALS",
+    help="Trials shrinking may spend on a finding.",
+)
+@click.option("--network", is_flag=True, help="Also draw Toxiproxy toxics (needs Toxiproxy).")
+@click.option("--ledger", type=click.Choice(LEDGERS), default="sqlite", help="The ledger store.")
+@click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default="process",
+    help="Local processes, or containers.",
+)
+@click.option(
+    "--lease-ttl-s",
+    type=click.FloatRange(0.1, 60),
+    default=None,
+    metavar="SECONDS",
+    help="The workers' lease.  [default: the target's]",
+)
+@click.option(
+    "--pg-dsn",
+    envvar="CRASHPOINT_PG_DSN",
+    show_envvar=True,
+    default=None,
+    metavar="DSN",
+    help="PostgreSQL for --ledger postgres.",
+)
+def explore(config_path: Path | None, target: str, mutant: str | None, **kw: Any) -> None:
+    """Search fault schedules with Hypothesis; shrink what fails.
+
+    Each schedule (jobs, workers, then faults at boundaries) is one real trial judged
+    by the oracle. A finding is saved as finding.json beside results.json, with a
+    pytest regression test; exit 1 on a finding (flaky ones too).
+    """
+    from harness.commands.explore import ExploreOptions, explore_command
+
+    opts = ExploreOptions(**kw)
+    sys.exit(explore_command(opts, config_path=config_path, target=target, mutant=mutant))
+
+
+@main.command()
+@click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Also write the re-judged results.json and report here.",
+)
+def recheck(results: Path, out: Path | None) -> None:
+    """Judge stored histories again with today's oracle.
+
+    Nothing is rerun: each trial's stored events and facts in RESULTS (a
+    results.json) go to the oracle, and the trials whose verdict changes are listed.
+    Exit code as for the new verdicts.
+    """
+    from harness.commands.recheck import recheck_command
+
+    sys.exit(recheck_command(results, out=out))
 
 
 @main.command()

@@ -1,7 +1,7 @@
 """The provider-control seam: what the engine asks of a fake provider while a trial runs.
 
 :class:`~fake_providers.client.ProviderClient` is the implementation; the engine relies on
-these five calls and nothing else of it, so a trial and its drivers are typed against
+these calls and nothing else of it, so a trial and its drivers are typed against
 this protocol and any provider with the same control API can stand in.
 """
 
@@ -23,8 +23,17 @@ class ProviderControl(Protocol):
     def wait_held(self, fault_id: str, timeout_s: float) -> Held:
         """Block until a request is held under ``fault_id`` (RendezvousTimeout if not)."""
 
-    def release(self, fault_id: str, outcome: str = "commit") -> int:
-        """Let held request(s) go: ``commit`` (or ``respond``) or ``drop``; how many."""
+    def wait_held_count(self, fault_id: str, count: int, timeout_s: float) -> list[Held]:
+        """Block until ``count`` requests were held under a ``times >= count`` hold."""
+
+    def release(
+        self, fault_id: str, outcome: str = "commit", *, arrival_id: int | None = None
+    ) -> int:
+        """Let held request(s) go (one, by ``arrival_id``): ``commit`` (or ``respond``) or
+        ``drop``; how many."""
+
+    def disarm_all(self) -> None:
+        """Disarm every fault still armed."""
 
     def set_identity(self, identity: str, state: str, *, now_acts_as: str | None = None) -> None:
         """Refuse requests under ``identity`` from now on (``expired``, ``changed``), or

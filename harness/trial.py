@@ -441,6 +441,11 @@ class Trial:
         finally:
             self.waits_s += time.monotonic() - t0  # the worker's time, not ours
         self.reached, self.reached_by = True, "provider"
+        self.record_held(held)
+        return held
+
+    def record_held(self, held: Any) -> None:
+        """The provider holds a request: in the history at the moment it was held."""
         self.history.append(
             f"provider:{self.provider_name}",
             "hold",
@@ -449,7 +454,6 @@ class Trial:
             committed=held.committed,
             arrival=held.arrival_id,
         )
-        return held
 
     def writes(self, job: str) -> list[Event]:
         """The writes for ``job`` that reached the provider so far, from the history."""

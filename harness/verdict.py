@@ -32,6 +32,7 @@ from harness.oracle import (
     warning_json,
     warnings_of,
 )
+from harness.oracle.stored import facts_to_json
 from harness.plan import Cell
 from harness.provider_crash import provider_crash
 from harness.target import TargetAdapter, quiet_window_s
@@ -66,6 +67,9 @@ class TrialResult:
     trace: list[dict[str, Any]] = field(default_factory=list)
     #: One row per job that ended in needs_review, with the evidence a reviewer needs.
     review: list[dict[str, Any]] = field(default_factory=list)
+    #: The oracle's facts as stored (``harness.oracle.stored``): a stored history can be
+    #: judged again without rerunning it (``crashpoint recheck``). None: never judged.
+    facts: dict[str, Any] | None = None
 
     def to_json(self, replay: str) -> dict[str, Any]:
         c = self.cell
@@ -96,6 +100,7 @@ class TrialResult:
             "expected": f"{c.scenario.expected} -> {c.scenario.recovery}",
             "events": self.events,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
+            "facts": self.facts,
         }
 
 
@@ -141,12 +146,14 @@ def run_trial(
     verdict = "inconclusive"
     events: list[Event] | None = None
     notes: dict[str, str] = {}
+    stored_facts: dict[str, Any] | None = None
     try:
         trial.setup()
         review = driver(trial)
         quiescent = trial.wait_quiescent()
         events = trial.record()
         facts = trial.facts(quiescent=quiescent, review_expected=review)
+        stored_facts = facts_to_json(facts, t0=trial.history.t0)
         with trial.phases.timed("oracle"):
             violations = check(events, facts)
             notes = unjudged(events, facts)
@@ -209,6 +216,7 @@ def run_trial(
         containment=containment_of(events),
         trace=trace,
         review=review_desk,
+        facts=stored_facts,
     )
 
 

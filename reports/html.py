@@ -23,6 +23,7 @@ from markupsafe import Markup
 
 from harness.contract.vocabulary import VERSION as __version__
 from reports.desk import review_desk, trace_of
+from reports.explore_view import build_exploration
 from reports.kill_view import build_kill_view
 from reports.matrix import build_matrix
 from reports.model import CELL_STATUSES, SEVERITY, Results, Trial
@@ -49,6 +50,8 @@ LABELS: Mapping[str, str] = {
     "skipped": "skipped",
 }
 _ASSETS = ("report.css", "report.js")
+#: The exploration's page beside index.html (written only for an exploration run).
+EXPLORE_PAGE = "exploration.html"
 _OWNED_ASSET = re.compile(rf"^{ASSET_PREFIX}[0-9a-f]{{10}}\.(css|js)$")
 
 
@@ -89,6 +92,7 @@ def write_html(
     if self_contained:
         assets = {name: _inline_asset(name) for name in _ASSETS}
         common["kill"] = build_kill_view(results, lambda t: f"#trial-{stems[t.key]}")
+        common["exploration"] = build_exploration(results, lambda t: f"#trial-{stems[t.key]}")
         html = env.get_template("single.html.j2").render(
             common,
             root="",
@@ -98,6 +102,7 @@ def write_html(
             event_href=lambda t, i: f"#{stems[t.key]}-ev-{i}",
             kill_href="#kill-matrix",
             review_href="#review-desk",
+            explore_href="#exploration",
             index_href="#top",
             trial_view=lambda t: _trial_view(t, results.run_id),
         )
@@ -114,21 +119,14 @@ def write_html(
 
     common["kill"] = build_kill_view(results, page_link)
     common["review_href"] = REVIEW_PAGE
-    _write(
-        index,
-        env.get_template("index.html.j2").render(
-            common,
-            root="",
-            css=names["report.css"],
-            js=names["report.js"],
-            link=page_link,
-            kill_href="kill-matrix.html",
-            index_href="index.html",
-        ),
-    )
-    _write(
-        out / REVIEW_PAGE,
-        env.get_template("review.html.j2").render(
+    common["exploration"] = build_exploration(results, page_link)
+
+    def top_page(template: str, path: Path, *, wanted: bool = True) -> None:
+        """A page beside index.html, or (not wanted) a stale one of an earlier run removed."""
+        if not wanted:
+            path.unlink(missing_ok=True)
+            return
+        html = env.get_template(template).render(
             common,
             root="",
             css=names["report.css"],
@@ -136,25 +134,17 @@ def write_html(
             link=page_link,
             event_href=event_link,
             kill_href="kill-matrix.html",
+            explore_href=EXPLORE_PAGE,
             index_href="index.html",
-        ),
-    )
-    kill_page = out / "kill-matrix.html"
-    if results.kill_matrix is not None:
-        _write(
-            kill_page,
-            env.get_template("kill_matrix.html.j2").render(
-                common,
-                root="",
-                css=names["report.css"],
-                js=names["report.js"],
-                link=page_link,
-                kill_href="kill-matrix.html",
-                index_href="index.html",
-            ),
         )
-    elif kill_page.exists():
-        kill_page.unlink()
+        _write(path, html)
+
+    top_page("index.html.j2", index)
+    top_page("review.html.j2", out / REVIEW_PAGE)
+    top_page(
+        "kill_matrix.html.j2", out / "kill-matrix.html", wanted=results.kill_matrix is not None
+    )
+    top_page("exploration.html.j2", out / EXPLORE_PAGE, wanted=common["exploration"] is not None)
     trials_dir = out / TRIALS_DIR
     trials_dir.mkdir(exist_ok=True)
     trial_tpl = env.get_template("trial.html.j2")
@@ -171,6 +161,7 @@ def write_html(
                 js=names["report.js"],
                 link=lambda t: f"{stems[t.key]}.html",
                 kill_href="../kill-matrix.html",
+                explore_href=f"../{EXPLORE_PAGE}",
                 index_href="../index.html",
                 review_href=f"../{REVIEW_PAGE}",
                 trial=_trial_view(trial, results.run_id),

@@ -40,6 +40,13 @@ def replay_file(path: Path, *, trial_ids: Sequence[str], out: Path) -> int:
     for t, argv in commands:
         console.print(f"replay {t.key} (was {t.verdict})", markup=False, highlight=False)
         into = out / _dir_name(t.key)
+        schedule = t.extra.get("schedule")
+        if isinstance(schedule, dict):
+            # A trial of an exploration: its own schedule, not the whole search again.
+            from harness.schedule import from_json, save
+
+            played = from_json(schedule, source=f"{path}: trial {t.key}")
+            argv = ["replay", str(save(played, out / f"{_dir_name(t.key)}.json"))]
         ran = _run_replay(argv, into)
         record = into / "results.json"
         if not record.exists():
@@ -89,3 +96,72 @@ def _run_replay(args: list[str], out: Path) -> int:
         proc.send_signal(signal.SIGINT)
         proc.wait()
         raise
+
+
+def replay_schedule(
+    path: Path,
+    *,
+    repeat: int,
+    out: Path,
+    config_path: Path | None,
+    target: str,
+    mutant: str | None,
+    correct: bool = False,
+) -> int:
+    """Play a saved schedule ``repeat`` times and say how often it violated.
+
+    Against the target the file names (the reference worker and its mutant, or a
+    crashpoint.toml) unless -c, --mutant or --correct choose another; each play is one
+    real trial.
+    """
+    import time
+
+    from harness.commands.matrix import trial_config
+    from harness.commands.target import resolve_target
+    from harness.exploration.trials import ScheduleRunner
+    from harness.infra import RunInfra
+    from harness.results import exit_code, results_document, summarize
+    from harness.schedule import load
+    from reports import write_run
+
+    schedule = load(path)
+    if config_path is None and mutant is None and not correct:
+        # The target it was found against: a reference mutant, or a crashpoint.toml.
+        mutant = schedule.mutant
+        if schedule.target != "reference" and target == "reference":
+            config_path = Path(schedule.target)
+    resolved = resolve_target(config_path, target, mutant)
+    if resolved.declared is not None and all(k != schedule.provider for _, k in resolved.declared):
+        raise ConfigError(
+            f"{path}: the schedule needs a {schedule.provider} provider; {config_path} "
+            "declares none"
+        )
+    config = trial_config(resolved.lease_ttl_s, None)
+    against = resolved.doc["name"] + (f" with mutant {mutant}" if mutant else "")
+    console.print(f"replay {path} x{repeat} against {against}: {schedule.describe()}", markup=False)
+    started = time.time()
+    with RunInfra.open(
+        [], ledger="sqlite", backend="process", pg_dsn=None, command=resolved.command
+    ) as infra:
+        runner = ScheduleRunner(
+            infra,
+            config,
+            seed=0,
+            mutant=mutant,
+            declared=resolved.declared,
+            replay=shlex.join(["crashpoint", "replay", str(path), *resolved.flags]),
+        )
+        for i in range(1, repeat + 1):
+            outcome = runner(schedule, f"r{i:03d}")
+            why = ", ".join(outcome.invariants) or outcome.trial.get("reason") or ""
+            console.print(f"  [{i}/{repeat}] {outcome.verdict} {why}", markup=False)
+        spec = infra.spec([], seed=0, config=config, command="replay", jobs=1, target={})
+        doc = results_document(spec, [], started=started, environment=infra.environment())
+    doc["target"] = resolved.doc
+    doc["trials"] = runner.trials
+    doc["summary"] = summarize(runner.trials)
+    violated = doc["summary"][Verdict.VIOLATED]
+    doc["replay_of"] = {"schedule": str(path), "repeat": repeat, "violated": violated}
+    write_run(doc, out)
+    console.print(f"reproduced {violated}/{repeat} (violated); report: {out / 'index.html'}")
+    return int(exit_code(doc["summary"], strict=False))

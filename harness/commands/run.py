@@ -6,12 +6,11 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from harness.commands.console import print_summary
 from harness.commands.matrix import MatrixOptions, run_matrix, trial_config, worst
 from harness.commands.outputs import keep_run
-from harness.contract.errors import ConfigError
+from harness.commands.target import resolve_target
 from harness.contract.vocabulary import ExitCode
 from harness.infra import RunInfra
 from harness.results import exit_code
@@ -25,29 +24,18 @@ def run_command(
     mutant: str | None,
     repeat: int = 1,
 ) -> int:
-    command = None
-    target_doc: dict[str, Any] = {"name": "reference", "kind": "reference", "mutant": mutant}
+    resolved = resolve_target(config_path, target, mutant)
+    command = resolved.command
+    target_doc = resolved.doc
     replay: list[str] = []
-    if config_path is not None:
-        from harness.targets.command import load_config
-
-        command = load_config(config_path)
-        if mutant is not None:
-            raise ConfigError("--mutant applies to the reference target only, not to -c")
-        declared = [(p.name, p.kind) for p in command.providers]
-        opts = replace(opts, declared=declared, lease_ttl_s=opts.lease_ttl_s or command.lease_ttl_s)
-        opts = replace(opts, steps=command.steps)
-        target_doc = {"name": command.name, "kind": "command", "mutant": None}
-        replay = ["-c", str(config_path)]
-    elif target != "reference":
-        raise ConfigError(f"--target {target!r} is unknown; use reference or -c crashpoint.toml")
-    if mutant is not None:
-        from scenarios.mutants import MUTANTS
-
-        if mutant not in MUTANTS:
-            raise ConfigError(
-                f"--mutant {mutant!r} is unknown; choose from {', '.join(sorted(MUTANTS))}"
-            )
+    if command is not None:
+        opts = replace(
+            opts,
+            declared=resolved.declared,
+            lease_ttl_s=opts.lease_ttl_s or command.lease_ttl_s,
+            steps=command.steps,
+        )
+        replay = resolved.flags
     seed = opts.seed if opts.seed is not None else random.randrange(2**31)
     chosen = opts.cells(mutant=mutant)
     grace = command.term_grace_s if command is not None else None

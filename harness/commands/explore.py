@@ -1,0 +1,236 @@
+"""``crashpoint explore``: Hypothesis fault schedules against real trials, shrunk; or the
+random baseline (``--mode random``). A finding is saved next to results.json as a
+schedule (``finding.json``, replayed by ``crashpoint replay``) and as a pytest
+regression test; flaky findings are kept apart with their reproduction rate."""
+
+from __future__ import annotations
+
+import random
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from harness.commands.console import console
+from harness.commands.matrix import trial_config
+from harness.commands.target import resolve_target
+from harness.contract.errors import ConfigError
+from harness.contract.vocabulary import ExitCode
+from harness.exploration.regression import regression_test
+from harness.exploration.search import Confirm, Evaluation, Exploration, Explorer
+from harness.exploration.strategy import Space
+from harness.exploration.trials import ScheduleRunner
+from harness.infra import RunInfra
+from harness.results import exit_code, results_document, summarize
+from harness.schedule import save
+from reports import write_run
+
+FINDING = "finding.json"
+REGRESSION = "test_crashpoint_finding.py"
+MODES = ("hypothesis", "random")
+
+
+@dataclass(frozen=True)
+class ExploreOptions:
+    budget: int
+    seed: int | None
+    out: Path
+    mode: str = "hypothesis"
+    confirm: str = "2/3"
+    shrink_budget: int = 60
+    network: bool = False
+    ledger: str = "sqlite"
+    backend: str = "process"
+    lease_ttl_s: float | None = None
+    pg_dsn: str | None = None
+
+
+def explore_command(
+    opts: ExploreOptions, *, config_path: Path | None, target: str, mutant: str | None
+) -> int:
+    if opts.mode not in MODES:
+        raise ConfigError(f"--mode {opts.mode!r} is unknown; use {' or '.join(MODES)}")
+    confirm = Confirm.parse(opts.confirm)
+    resolved = resolve_target(config_path, target, mutant)
+    seed = opts.seed if opts.seed is not None else random.randrange(2**31)
+    config = trial_config(opts.lease_ttl_s or resolved.lease_ttl_s, opts.pg_dsn)
+    kinds: tuple[str, ...] = ("idempotent", "plain")
+    if resolved.declared is not None:
+        kinds = tuple(k for k in kinds if any(kind == k for _, kind in resolved.declared))
+        if not kinds:
+            raise ConfigError(
+                f"{config_path}: explore needs an idempotent or plain provider; the target "
+                "declares only unqueryable ones"
+            )
+    space = Space(
+        providers=kinds,
+        lease_ttl_s=config.lease_ttl_s,
+        http_timeout_s=config.http_timeout_s,
+        max_attempts=resolved.max_attempts,
+        network=opts.network,
+        second_consumer=resolved.command is None,
+        target=resolved.doc["name"] if resolved.command is None else str(config_path),
+        mutant=mutant,
+    )
+    flags = [*resolved.flags, "--seed", str(seed), "--budget", str(opts.budget)]
+    if opts.mode != "hypothesis":
+        flags += ["--mode", opts.mode]
+    again = shlex.join(["crashpoint", "explore", *flags])
+    started = time.time()
+    with RunInfra.open(
+        [], ledger=opts.ledger, backend=opts.backend, pg_dsn=opts.pg_dsn, command=resolved.command
+    ) as infra:
+        runner = ScheduleRunner(
+            infra, config, seed, mutant=mutant, declared=resolved.declared, replay=again
+        )
+        # One database per target: a finding against one mutant is not replayed first
+        # against another (the "reuse" phase replays what failed here before).
+        key = resolved.doc["name"] + (f"-{mutant}" if mutant else "")
+        database = DirectoryBasedExampleDatabase(str(opts.out / ".hypothesis" / key))
+        explorer = Explorer(
+            runner,
+            space,
+            budget=opts.budget,
+            seed=seed,
+            confirm=confirm,
+            shrink_budget=opts.shrink_budget,
+            database=database if opts.mode == "hypothesis" else None,
+            progress=_progress(opts.budget),
+        )
+        console.print(
+            f"crashpoint explore ({opts.mode}): budget {opts.budget}, seed {seed}, "
+            f"confirm {confirm}, target {key}",
+            highlight=False,
+        )
+        found = explorer.explore() if opts.mode == "hypothesis" else explorer.random_baseline()
+        spec = infra.spec([], seed=seed, config=config, command="explore", jobs=1, target={})
+        doc = results_document(spec, [], started=started, environment=infra.environment())
+    doc["target"] = resolved.doc
+    doc["trials"] = runner.trials
+    doc["exploration"] = _exploration_doc(found, opts, confirm, seed, again)
+    _save_findings(found, doc, opts.out, seed=seed, config=config_path)
+    doc["summary"] = summarize(doc["trials"])
+    write_run(doc, opts.out)
+    _print_outcome(found, doc, opts.out)
+    if found.finding is not None or found.flaky:
+        return ExitCode.VIOLATED
+    return exit_code(doc["summary"], strict=False)
+
+
+def _progress(budget: int) -> Any:
+    generated = [0]
+
+    def show(ev: Evaluation) -> None:
+        if ev.phase == "generate":
+            generated[0] += 1
+            where = f"[{generated[0]}/{budget}]"
+        else:
+            where = "[shrink]"
+        glyph = {"failing": "✗", "flaky": "~", "held": "✓", "inconclusive": "?"}.get(ev.status, "-")
+        console.print(
+            f"{where} {glyph} {ev.status:<12} s{ev.index:04d} ({ev.rate}) {ev.schedule.describe()}",
+            highlight=False,
+            markup=False,
+        )
+
+    return show
+
+
+def _exploration_doc(
+    found: Exploration, opts: ExploreOptions, confirm: Confirm, seed: int, again: str
+) -> dict[str, Any]:
+    return {
+        "mode": found.mode,
+        "budget": opts.budget,
+        "seed": seed,
+        "confirm": str(confirm),
+        "shrink_budget": opts.shrink_budget,
+        "command": again,
+        "examples_needed": found.examples_needed,
+        "trials_run": found.trials_run,
+        "trials_to_detection": found.trials_to_detection,
+        "schedules": [e.to_json() for e in found.evaluations],
+        "finding": None,
+        "flaky": [],
+    }
+
+
+def _save_findings(
+    found: Exploration, doc: dict[str, Any], out: Path, *, seed: int, config: Path | None
+) -> None:
+    """The shrunk finding beside results.json, with its regression test; flaky ones too."""
+    section = doc["exploration"]
+    by_id = {t["id"]: t for t in doc["trials"]}
+    if found.finding is not None:
+        ev = found.finding
+        path = save(ev.schedule, out / FINDING)
+        test = out / REGRESSION
+        test.write_text(
+            regression_test(
+                ev.schedule,
+                filename=REGRESSION,
+                invariants=ev.invariants,
+                rate=ev.rate,
+                seed=seed,
+                config=str(config) if config is not None else "reference",
+            )
+        )
+        _point_replays(by_id, ev, path)
+        first = found.first_failure
+        section["finding"] = {
+            **ev.to_json(),
+            "file": path.name,
+            "regression_test": test.name,
+            "replay": f"crashpoint replay {path}",
+            "shrunk_from": None if first is None else first.to_json(),
+        }
+    for n, ev in enumerate(found.flaky, 1):
+        path = save(ev.schedule, out / f"flaky-{n}.json")
+        _point_replays(by_id, ev, path)
+        section["flaky"].append(
+            {**ev.to_json(), "file": path.name, "replay": f"crashpoint replay {path} --repeat 10"}
+        )
+
+
+def _point_replays(by_id: dict[str, dict[str, Any]], ev: Evaluation, path: Path) -> None:
+    for o in ev.outcomes:
+        trial = by_id.get(o.trial.get("id", ""))
+        if trial is not None:
+            trial["replay"] = f"crashpoint replay {path}"
+
+
+def _print_outcome(found: Exploration, doc: dict[str, Any], out: Path) -> None:
+    s = doc["summary"]
+    console.print(
+        f"{len(found.evaluations)} schedules, {found.trials_run} trials: {s['held']} held, "
+        f"{s['violated']} violated, {s['inconclusive']} inconclusive",
+        highlight=False,
+    )
+    if found.finding is not None:
+        ev = found.finding
+        first = found.first_failure
+        console.print(
+            f"[bold red]finding[/] after {found.examples_needed} example(s): "
+            f"{', '.join(ev.invariants)} (reproduced {ev.rate})"
+        )
+        if first is not None and first is not ev:
+            console.print(f"  first failing: {first.schedule.describe()}", markup=False)
+        console.print(
+            f"  shrunk to {len(ev.schedule.faults)} fault(s): {ev.schedule.describe()}",
+            markup=False,
+        )
+        console.print(
+            f"  schedule: {out / FINDING}; regression test: {out / REGRESSION}", markup=False
+        )
+        console.print(f"  replay: crashpoint replay {out / FINDING} --repeat 5", markup=False)
+    for ev in found.flaky:
+        console.print(
+            f"[yellow]flaky[/] (violated {ev.rate}, below the confirm bar): "
+            f"{ev.schedule.describe()}"
+        )
+    if found.finding is None and not found.flaky:
+        console.print("no finding: every schedule held (or was not decided)")
+    console.print(f"report: {out / 'index.html'}", markup=False)

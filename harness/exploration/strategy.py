@@ -1,0 +1,168 @@
+"""Hypothesis strategies over fault schedules.
+
+Hypothesis shrinks a list by dropping elements, an integer towards its lower bound and
+``one_of`` towards its first branch, so the simplest fault (a kill at a failpoint) comes
+first, the lower bounds are one job, one worker, the first hit; a shrunk finding is then
+the fewest faults and jobs that still fail. Durations are multiples of the trial's lease
+and client timeout, so one schedule means the same thing against any target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+from harness.schedule import FAILPOINTS, FaultStep, Schedule
+
+#: Failpoints in the order shrinking prefers them (the plainest boundaries first), the
+#: two around the external call drawn more often: most protocol bugs sit there.
+_POINTS = (
+    "before_external_call",
+    "before_external_call",
+    "after_external_call",
+    "after_external_call",
+    "after_external_call",
+    "after_claim",
+    "after_local_write",
+    "before_reconcile",
+    "after_reconcile",
+)
+assert set(_POINTS) == set(FAILPOINTS)
+#: Hit counts, the first hit most often (a later one needs a retry to happen at all).
+_HITS = (1, 1, 1, 2, 3)
+
+
+@dataclass(frozen=True)
+class Space:
+    """What the strategy may draw from: the target's provider kinds and timing."""
+
+    providers: tuple[str, ...] = ("idempotent", "plain")
+    lease_ttl_s: float = 0.6
+    http_timeout_s: float = 0.6
+    #: The most faults and jobs a schedule has; the most workers started at once.
+    max_faults: int = 4
+    max_jobs: int = 3
+    max_workers: int = 2
+    #: The target's retry cap (provider faults go past it), None if it declares none.
+    max_attempts: int | None = 3
+    #: Toxics need Toxiproxy; a duplicate to a second consumer needs an idempotent provider.
+    network: bool = False
+    second_consumer: bool = True
+    target: str = "reference"
+    mutant: str | None = None
+
+
+def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
+    """One fault, simplest kinds first."""
+    lease, timeout = space.lease_ttl_s, space.http_timeout_s
+    points = st.sampled_from(_POINTS)
+    hits = st.sampled_from(_HITS)
+    pause_s = st.sampled_from((round(lease * 3, 3), round(lease * 1.5, 3)))
+    times = st.integers(1, (space.max_attempts or 3) + 2)
+    provider_faults = st.sampled_from(("fail_before_commit", "fail_lookup", "delay_response"))
+    # (weight, kind): kills and stops at failpoints, provider faults and lost responses
+    # are where most protocol bugs show.
+    kinds: list[tuple[int, st.SearchStrategy[FaultStep]]] = [
+        (
+            5,
+            st.builds(
+                FaultStep,
+                at=points,
+                action=st.just("kill"),
+                hit=hits,
+                signal=st.sampled_from(("SIGKILL", "SIGTERM")),
+            ),
+        ),
+        (
+            3,
+            st.builds(
+                FaultStep,
+                at=st.just("start"),
+                action=st.just("provider_fault"),
+                fault=provider_faults,
+                times=times,
+                delay_s=st.just(round(timeout * 2, 3)),
+            ),
+        ),
+        (3, st.builds(FaultStep, at=points, action=st.just("pause"), hit=hits, duration_s=pause_s)),
+        (
+            1,
+            st.builds(
+                FaultStep,
+                at=st.sampled_from(("arrival", "commit", "response")),
+                action=st.just("kill"),
+                hit=st.integers(1, 2),
+                signal=st.sampled_from(("SIGKILL", "SIGTERM")),
+            ),
+        ),
+        (1, st.builds(FaultStep, at=st.just("settled"), action=st.just("restore"))),
+        (
+            1,
+            st.builds(
+                FaultStep,
+                at=points,
+                action=st.just("provider_fault"),
+                hit=hits,
+                fault=provider_faults,
+                times=times,
+                delay_s=st.just(round(timeout * 2, 3)),
+            ),
+        ),
+        # At "response" the answer is lost whatever else happens: a pause of 0 s there
+        # is the plain lost response (a reset after commit); at "commit" it is a stall.
+        (
+            2,
+            st.builds(
+                FaultStep,
+                at=st.sampled_from(("response", "commit")),
+                action=st.just("pause"),
+                duration_s=st.sampled_from((0.0, round(lease * 1.5, 3), round(lease * 3, 3))),
+            ),
+        ),
+    ]
+    if provider == "idempotent" or not space.second_consumer:
+        kinds.append((2, st.builds(FaultStep, at=st.just("arrival"), action=st.just("duplicate"))))
+    if space.network:
+        toxics = (
+            ("timeout", {"timeout": 0}),
+            ("reset_peer", {"timeout": 0}),
+            ("latency", {"latency": int(timeout * 3000)}),
+        )
+        kinds.append(
+            (
+                1,
+                st.sampled_from(toxics).map(
+                    lambda t: FaultStep(
+                        at="commit",
+                        action="toxic",
+                        toxic=t[0],
+                        attributes=t[1],
+                        duration_s=round(timeout * 1.5, 3),
+                    )
+                ),
+            )
+        )
+    # Drawn by index, each kind as often as its weight: sampled_from shrinks towards
+    # index 0, so the weights bias generation without changing what shrinking prefers.
+    weighted = [i for i, (w, _) in enumerate(kinds) for _ in range(w)]
+    return st.sampled_from(weighted).flatmap(lambda i: kinds[i][1])
+
+
+def schedules(space: Space) -> st.SearchStrategy[Schedule]:
+    """Schedules over ``space``: a provider kind, then jobs, workers and faults for it."""
+
+    def for_provider(provider: str) -> st.SearchStrategy[Schedule]:
+        return st.builds(
+            Schedule,
+            provider=st.just(provider),
+            faults=st.lists(
+                fault_steps(space, provider), min_size=1, max_size=space.max_faults
+            ).map(tuple),
+            jobs=st.integers(1, space.max_jobs),
+            workers=st.integers(1, space.max_workers),
+            target=st.just(space.target),
+            mutant=st.just(space.mutant),
+        )
+
+    return st.sampled_from(space.providers).flatmap(for_provider)

@@ -1,0 +1,125 @@
+"""The explorer on a fake runner: no process, no sleep; verdicts come from a rule."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+from harness.exploration.search import (
+    FAILING,
+    FLAKY,
+    NOT_RUN,
+    Confirm,
+    Explorer,
+    Outcome,
+    chaos_schedule,
+)
+from harness.exploration.strategy import Space
+from harness.schedule import Schedule
+
+SPACE = Space(providers=("idempotent",))
+
+
+def _bug(s: Schedule) -> bool:
+    """A planted bug: any kill at after_external_call."""
+    return any(f.action == "kill" and f.at == "after_external_call" for f in s.faults)
+
+
+def _runner(rule: Callable[[Schedule, int], bool]) -> tuple[Callable[..., Outcome], list[str]]:
+    calls: list[str] = []
+    counter = itertools.count()
+
+    def run(s: Schedule, label: str) -> Outcome:
+        calls.append(label)
+        bad = rule(s, next(counter))
+        return Outcome("violated" if bad else "held", ("no_duplicate_effect",) if bad else ())
+
+    return run, calls
+
+
+def test_a_finding_is_shrunk_to_the_fewest_faults_and_jobs() -> None:
+    run, _ = _runner(lambda s, _: _bug(s))
+    found = Explorer(run, SPACE, budget=200, seed=3, confirm=Confirm(1, 1)).explore()
+    assert found.finding is not None
+    assert found.finding.schedule.size == (1, 1, 1)
+    [fault] = found.finding.schedule.faults
+    assert (fault.action, fault.at, fault.hit) == ("kill", "after_external_call", 1)
+    assert found.examples_needed is not None
+    assert found.examples_needed <= 200
+    assert found.first_failure is not None
+    assert found.first_failure.phase == "generate"
+
+
+def test_the_same_seed_draws_the_same_schedules() -> None:
+    def keys(seed: int) -> list[str]:
+        run, _ = _runner(lambda s, _: False)
+        found = Explorer(run, SPACE, budget=20, seed=seed).explore()
+        return [e.schedule.key() for e in found.evaluations]
+
+    assert keys(5) == keys(5)
+    assert keys(5) != keys(6)
+
+
+def test_nothing_found_against_a_correct_worker() -> None:
+    run, calls = _runner(lambda s, _: False)
+    found = Explorer(run, SPACE, budget=30, seed=1).explore()
+    assert found.finding is None
+    assert found.flaky == []
+    # A pass is never rerun: one trial per schedule.
+    assert len(calls) == len(found.evaluations) <= 30
+
+
+def test_k_of_n_confirms_a_failure_with_reruns() -> None:
+    run, calls = _runner(lambda s, _: _bug(s))
+    found = Explorer(run, SPACE, budget=200, seed=3, confirm=Confirm(2, 3)).explore()
+    assert found.finding is not None
+    assert found.finding.rate == "2/2"
+    assert found.finding.status == FAILING
+    assert [c for c in calls if c.endswith("-r2")]
+
+
+def test_a_failure_that_does_not_come_back_is_flaky_and_kept() -> None:
+    seen: set[str] = set()
+
+    def once(s: Schedule, _: int) -> bool:
+        # Violates the first time a buggy schedule runs, never again.
+        first = _bug(s) and s.key() not in seen
+        seen.add(s.key())
+        return first
+
+    run, _ = _runner(once)
+    found = Explorer(run, SPACE, budget=80, seed=3, confirm=Confirm(2, 3)).explore()
+    assert found.finding is None
+    assert found.flaky, "a schedule that violated once must be reported, never dropped"
+    flaky = found.flaky[0]
+    assert flaky.status == FLAKY
+    assert flaky.rate == "1/3"
+    assert flaky.invariants == ["no_duplicate_effect"]
+
+
+def test_shrinking_stops_at_its_budget() -> None:
+    run, _ = _runner(lambda s, _: _bug(s))
+    found = Explorer(run, SPACE, budget=200, seed=2, confirm=Confirm(1, 1), shrink_budget=2)
+    result = found.explore()
+    assert result.first_failure is not None
+    assert result.first_failure.schedule.size > (1, 1, 1), "this seed must leave work to shrink"
+    shrink_runs = [e for e in result.evaluations if e.phase == "shrink" and e.outcomes]
+    assert len(shrink_runs) <= 2
+    assert any(e.status == NOT_RUN for e in result.evaluations)
+    assert result.finding is not None  # the smallest seen failure is still reported
+
+
+def test_the_random_baseline_is_kills_at_moments_from_the_seed() -> None:
+    import random
+
+    a = [chaos_schedule(random.Random(9), SPACE) for _ in range(3)]
+    b = [chaos_schedule(random.Random(9), SPACE) for _ in range(3)]
+    assert a == b
+    for s in a:
+        assert all(f.at == "time" and f.action == "kill" for f in s.faults)
+        times = [f.after_s for f in s.faults]
+        assert times == sorted(times)
+    run, _ = _runner(lambda s, _: len(s.faults) >= 2)
+    found = Explorer(run, SPACE, budget=30, seed=2, confirm=Confirm(1, 1)).random_baseline()
+    assert found.mode == "random"
+    assert found.trials_to_detection == len(found.evaluations)
