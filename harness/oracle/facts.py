@@ -19,6 +19,7 @@ from typing import Any
 from fake_providers.models import Arrival, Effect
 from harness.contract.vocabulary import EventKind
 from harness.history import Event
+from harness.oracle.interrupted import cut_short
 
 _ARRIVAL_FIELDS = tuple(f.name for f in fields(Arrival))
 #: Fields added to the records since histories were first stored: an event without one
@@ -127,6 +128,9 @@ class Record:
     #: the index of the event that recorded them (see :data:`TOOLS_EVENT`).
     tools: Mapping[tuple[str, str], Mapping[str, bool]] = field(default_factory=dict)
     tools_index: Mapping[str, int] = field(default_factory=dict)
+    #: Job -> its attempts a kill or stop cut short before it was attempted again
+    #: (:mod:`harness.oracle.interrupted`): retries the harness forced.
+    cut_short: Mapping[str, int] = field(default_factory=dict)
 
     @functools.cached_property
     def writes(self) -> list[tuple[tuple[str, str], list[Arrival]]]:
@@ -220,6 +224,7 @@ def read(events: Sequence[Event]) -> Record:
         tools=tools,
         tools_index=tools_index,
         job_identities=identities,
+        cut_short=dict(cut_short(events)),
     )
 
 

@@ -117,6 +117,10 @@ def stable_key_and_payload(record: Record, facts: TrialFacts) -> list[Violation]
 def bounded_retries(record: Record, facts: TrialFacts) -> list[Violation]:
     """6. Attempts never exceed the maximum the target declares; without one, retries stop.
 
+    Writes are counted at the provider and held to the maximum as they are. A job's
+    attempts as the target counts them are held to it plus the attempts a kill or stop
+    cut short before the job was claimed again (:mod:`harness.oracle.interrupted`).
+
     With no declared maximum there is no figure to hold writes to (the reference
     worker's would be borrowed, and a correct worker with a larger cap would fail), so
     the only violation is a job still being written to in the last quiet window before
@@ -138,12 +142,16 @@ def bounded_retries(record: Record, facts: TrialFacts) -> list[Violation]:
                 )
             )
     for j in facts.job_states or ():
-        if j.attempts is not None and j.attempts > limit:
+        # A worker that counts claims counts the ones a fault ended too: those retries
+        # were the harness's, and a write-capped worker rightly makes them.
+        forced = record.cut_short.get(j.job_id, 0)
+        if j.attempts is not None and j.attempts > limit + forced:
+            also = f", besides {forced} the harness cut short" if forced else ""
             out.append(
                 violation(
                     "bounded_retries",
                     j.job_id,
-                    f"{j.job_id} ran {j.attempts} attempts; the maximum is {limit}",
+                    f"{j.job_id} ran {j.attempts} attempts; the maximum is {limit}{also}",
                     record,
                     ledger=[j],
                 )
