@@ -94,17 +94,27 @@ def test_the_mcp_agent_holds_the_whole_matrix(
         timeout_s=MCP_MATRIX_TIMEOUT_S,
     )
     doc = results(out)
+    # The outbox relay and a stepped wall clock are the reference worker's own rows.
+    skipped = [t for t in doc["trials"] if t["verdict"] == "skipped"]
+    assert {t["scenario"] for t in skipped} == {"relay_crash_after_send", "clock_skew"}
+    assert all(
+        "only the reference target" in t["reason"] or "no relay" in t["reason"] for t in skipped
+    )
+    ran = [t for t in doc["trials"] if t["verdict"] != "skipped"]
     not_held = [
         (t["id"], t["verdict"], t.get("reason"), [v["invariant"] for v in t["violations"]])
-        for t in doc["trials"]
+        for t in ran
         if t["verdict"] != "held"
     ]
     assert not not_held, not_held
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    # Both tool servers got every scenario's cells, and the honest tools raised no warning.
-    by_server = Counter(t["provider_name"] for t in doc["trials"])
+    # Both tool servers got every scenario's cells (a forgotten key only matters where
+    # keys are kept), and the honest tools raised no warning.
+    by_server = Counter(t["provider_name"] for t in ran)
     assert set(by_server) == {"tickets", "chat"}
-    assert by_server["tickets"] == by_server["chat"]
+    forgotten = sum(1 for t in ran if t["scenario"] == "key_retention")
+    assert forgotten > 0
+    assert by_server["tickets"] == by_server["chat"] + forgotten
     assert [w for t in doc["trials"] for w in t.get("warnings", [])] == []
     # The tools were called: every trial's writes went through /mcp.
     paths = {
