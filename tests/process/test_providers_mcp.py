@@ -4,9 +4,10 @@ on the same store, and every tool call it acknowledged is still an effect there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,15 @@ def _call(kind: str, job: str) -> tuple[str, dict[str, Any]]:
     return "send_message", {"message": {"job_id": job, "client_marker": f"m-{job}"}}
 
 
-def _client(url: str) -> Client:
-    http = httpx2.AsyncClient(timeout=httpx2.Timeout(5.0))
-    return Client(streamable_http_client(f"{url}/mcp", http_client=http), cache=None)
+@contextlib.asynccontextmanager
+async def _client(url: str) -> AsyncIterator[Client]:
+    # The SDK leaves an HTTP client it was given open: closed here, its sockets (to a
+    # server that was SIGKILLed) are closed, not left to a later test's garbage collection.
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(5.0)) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http), cache=None) as c,
+    ):
+        yield c
 
 
 async def _calls(provider: ProviderProcess, acked: dict[str, Any], stop: asyncio.Event) -> None:
