@@ -30,7 +30,16 @@ class ProviderClient:
         # start_provider otherwise). It still verifies, so TLS would fail, not pass.
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         headers = {SECRET_HEADER: secret} if secret is not None else None
-        self._http = httpx.Client(base_url=self.url, timeout=timeout_s, verify=tls, headers=headers)
+        # No kept-alive connections: a provider is killed and restarted under its client,
+        # and a pooled socket to a dead server outlives every owner that could close it,
+        # to be found by the garbage collector. A loopback connect costs far less.
+        self._http = httpx.Client(
+            base_url=self.url,
+            timeout=timeout_s,
+            verify=tls,
+            headers=headers,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
 
     def close(self) -> None:
         self._http.close()

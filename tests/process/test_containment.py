@@ -47,8 +47,10 @@ def workdir() -> Iterator[Path]:
         yield Path(d)
 
 
+# Every backend fixture takes the workdir, so the backend (and the trees it started,
+# which write into the workdir) is closed before the workdir is removed.
 @pytest.fixture
-def cgroup_backend(pytestconfig: pytest.Config) -> Iterator[ProcessBackend]:
+def cgroup_backend(pytestconfig: pytest.Config, workdir: Path) -> Iterator[ProcessBackend]:
     backend = ProcessBackend(history=History(), containment=CGROUP2)
     try:
         backend.containment  # noqa: B018 (makes the backend's cgroup, or says why not)
@@ -59,7 +61,7 @@ def cgroup_backend(pytestconfig: pytest.Config) -> Iterator[ProcessBackend]:
 
 
 @pytest.fixture(params=[CGROUP2, PROCESS_GROUP])
-def backend(request: pytest.FixtureRequest) -> Iterator[ProcessBackend]:
+def backend(request: pytest.FixtureRequest, workdir: Path) -> Iterator[ProcessBackend]:
     if request.param == CGROUP2:
         yield request.getfixturevalue("cgroup_backend")
         return

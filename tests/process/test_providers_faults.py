@@ -19,7 +19,13 @@ pytestmark = pytest.mark.process
 
 #: One pooled client for the whole module; an empty TLS context skips loading the CA
 #: bundle, which costs up to 200 ms per client on a loaded machine (providers are HTTP).
-HTTP = httpx.Client(timeout=30.0, verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
+# Module-wide, so no kept-alive sockets: the providers it talks to are killed and gone
+# long before the module's end, and a pooled socket would be left to the collector.
+HTTP = httpx.Client(
+    timeout=30.0,
+    verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT),
+    limits=httpx.Limits(max_keepalive_connections=0),
+)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -73,7 +73,13 @@ json.dump({"pid": os.getpid(), "attempts": attempts, "words": sorted(words)}, sy
 #: ``python -m fake_providers`` is ``crashpoint provider serve`` without the harness.
 SERVE = (sys.executable, "-m", "fake_providers")
 
-HTTP = httpx.Client(timeout=30.0, verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
+# Module-wide, so no kept-alive sockets: the providers it talks to are killed and gone
+# long before the module's end, and a pooled socket would be left to the collector.
+HTTP = httpx.Client(
+    timeout=30.0,
+    verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT),
+    limits=httpx.Limits(max_keepalive_connections=0),
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
