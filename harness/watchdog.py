@@ -28,6 +28,11 @@ import psutil
 
 #: Docker label on every container a run starts; the watchdog sweeps by it.
 RUN_LABEL = "crashpoint.run"
+#: How long one Engine API call may take. Not a wait of the trial's: with the vfs storage
+#: driver a create copies the container's root, and on a 2-core machine under load that
+#: was seen past 10 s, which failed the trial and left the container the engine went on
+#: to create after the client had given up.
+DOCKER_API_TIMEOUT_S = 60.0
 
 _PARENT_POLL_S = 0.5
 
@@ -209,7 +214,7 @@ def _remove_containers(run_id: str) -> None:
         import docker
         import docker.errors
 
-        client = docker.from_env(timeout=10)
+        client = docker.from_env(timeout=int(DOCKER_API_TIMEOUT_S))
         # Another reaper (the backend's own close) may remove a container between the
         # listing and the removal: neither step may fail on a container already gone.
         for container in client.containers.list(

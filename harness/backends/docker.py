@@ -64,7 +64,7 @@ from harness.backends.images import UserImage
 from harness.contract.env import FAILPOINTS, STATE_DIR
 from harness.contract.errors import InfrastructureError
 from harness.history import History
-from harness.watchdog import RUN_LABEL, Watchdog
+from harness.watchdog import DOCKER_API_TIMEOUT_S, RUN_LABEL, Watchdog
 
 if TYPE_CHECKING:
     from harness.targets.config import CommandConfig
@@ -402,6 +402,7 @@ class DockerBackend:
         try:
             container = self.client.containers.run(image, **run)
         except docker.errors.DockerException as exc:
+            self._remove_named(run["name"])
             raise InfrastructureError(
                 f"could not start worker {name!r} in a container of {image} "
                 f"(argv {list(argv)!r}): {exc}; check `crashpoint doctor` for the Docker engine"
@@ -425,6 +426,14 @@ class DockerBackend:
 
     def handles(self) -> list[DockerHandle]:
         return list(self._handles)
+
+    def _remove_named(self, container_name: str) -> None:
+        """Remove the container a failed start may still have made: a create the client
+        gave up on can land in the engine afterwards, under this backend's label."""
+        import docker.errors
+
+        with contextlib.suppress(docker.errors.DockerException):
+            self.client.containers.get(container_name).remove(force=True, v=True)
 
     def close(self, timeout_s: float = 2.0) -> None:
         """Stop every container of this backend and remove any it left (not those of the
@@ -452,7 +461,7 @@ class DockerBackend:
         self.close()
 
 
-def connect(timeout_s: float = 10.0) -> Any:
+def connect(timeout_s: float = DOCKER_API_TIMEOUT_S) -> Any:
     """A Docker SDK client for the local engine, or :class:`InfrastructureError` saying why."""
     try:
         import docker
