@@ -237,8 +237,15 @@ def read(events: Sequence[Event]) -> Record:
         tools=tools,
         tools_index=tools_index,
         job_identities=identities,
-        cut_short=dict(cut_short(events)),
+        # Only a signal cuts an attempt short: a history without one (a long soak run)
+        # is not walked again for it.
+        cut_short=dict(cut_short(events)) if _any_signal(signals, events) else {},
     )
+
+
+def _any_signal(signals: Sequence[int], events: Sequence[Event]) -> bool:
+    # ``signals`` misses none but a provider's event of kind signal, which none sends.
+    return bool(signals) or any(e.kind == "signal" for e in events)
 
 
 def _job(e: Event, i: int) -> str:

@@ -23,6 +23,8 @@ def no_duplicate_effect(record: Record, facts: TrialFacts) -> list[Violation]:
     # Counted first, and only the jobs counted twice gathered: most jobs have one effect.
     counts = Counter((e.provider, e.job_id) for e in record.effects if e.job_id is not None)
     twice = {k for k, n in counts.items() if n > 1}
+    if not twice:
+        return []
     per: dict[tuple[str, str | None], list[Effect]] = defaultdict(list)
     for e in record.effects:
         if (e.provider, e.job_id) in twice:
