@@ -6,7 +6,9 @@ of the oracle's time: a frozen dataclass's ``__init__`` sets each field through
 ``object.__setattr__``, and a keyword dict built per record doubles that. A
 :class:`Loader` takes the values in one ``itemgetter`` call and fills the new record's
 ``__dict__``, which makes the same object (equal, hashed and printed alike) for classes
-that neither check nor convert their fields; it refuses any other class.
+that neither check nor convert their fields; it refuses any other class. An event the
+observer made in this process hands over the record it was copied from
+(:func:`harness.history.made_from`), which is taken as it is.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import operator
 from dataclasses import MISSING, fields
 from typing import Any, Generic, TypeVar
 
-from harness.history import Event
+from harness.history import Event, record_of
 
 R = TypeVar("R")
 
@@ -41,6 +43,9 @@ class Loader(Generic[R]):
 
     def __call__(self, e: Event, i: int) -> R:
         """The record event ``e`` (number ``i`` in its history) carries."""
+        made = record_of(e)
+        if type(made) is self.cls:
+            return made  # the very record the event was made from, in this process
         try:
             values = self._values(e.fields)
         except KeyError:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fake_providers.models import Arrival, Effect
-from harness.history import Event
+from harness.history import Event, made_from, record_of
 from harness.observe import arrival_event, commit_event
 from harness.oracle.facts import read
 from harness.oracle.loading import Loader
@@ -92,3 +92,25 @@ def test_records_point_at_the_events_they_were_read_from() -> None:
     assert [record.index[r] for r in (*record.claims, *record.arrivals)] == [0, 1, 3]
     assert [record.index[r] for r in (*record.effects, *record.result_writes)] == [2, 4]
     assert record.result_writes[0].worker_id == "w1", "the worker named by the source"
+
+
+def test_an_event_the_observer_made_hands_over_its_very_record() -> None:
+    a = arrival(3, committed=True)
+    event = arrival_event(a)
+    assert record_of(event) is a
+    assert Loader(Arrival)(event, 0) is a
+    bare = Event(event.t, event.source, event.kind, event.job, event.attempt, dict(event.fields))
+    assert event == bare, "the record is no part of the event's value"
+    assert event.to_json() == bare.to_json()
+
+
+def test_an_event_rebuilt_or_read_back_is_loaded_from_its_fields() -> None:
+    a = arrival(4, committed=True)
+    changed = dataclasses.replace(
+        arrival_event(a), fields={**arrival_event(a).fields, "status": 500}
+    )
+    assert record_of(changed) is None
+    assert Loader(Arrival)(changed, 0) == dataclasses.replace(a, status=500)
+    # A record of another class is never taken for the one asked for.
+    crossed = made_from(arrival_event(a), effect(4))
+    assert Loader(Arrival)(crossed, 0) == a
