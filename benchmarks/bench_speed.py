@@ -22,8 +22,10 @@ from typing import Any
 
 from benchmarks.bench_reports import synthetic
 from benchmarks.stats import repeat_s
+from fake_providers.models import Arrival, Effect
 from harness.history import Event
 from harness.jobs import auto_jobs
+from harness.observe import arrival_event, commit_event
 from harness.oracle import JobFinal, TrialFacts, check
 from harness.phases import PHASES
 from reports import write_html
@@ -79,47 +81,52 @@ def phases(timings: list[dict[str, float]]) -> dict[str, float]:
 
 
 def history(n_arrivals: int) -> tuple[list[Event], TrialFacts]:
-    """A history of ``n_arrivals`` jobs, each claimed, written once, committed, closed."""
+    """A history of ``n_arrivals`` jobs, each claimed, written once, committed, closed.
+
+    Provider events are made the way a trial makes them (:mod:`harness.observe`), with
+    the fields the report reads beside the record's own.
+    """
     events: list[Event] = []
     jobs = []
     for i in range(1, n_arrivals + 1):
         job, t = f"j-{i:06d}", i * 1e-3
         jobs.append(job)
         events.append(Event(t, "worker:w1", "claim", job, 1, {"token": 1, "worker": "w1"}))
-        arrival = {
-            "id": i,
-            "t_mono": t + 1e-4,
-            "t_wall": t + 1e-4,
-            "provider": "svc",
-            "kind": "write",
-            "method": "POST",
-            "path": "/v1/effects",
-            "job_id": job,
-            "idempotency_key": f"effect-{job}",
-            "client_marker": None,
-            "fingerprint": "f" * 64,
-            "fencing_token": "1",
-            "worker_id": "w1",
-            "peer_pid": 1,
-            "status": 201,
-            "committed": True,
-            "replayed": False,
-            "effect_id": i,
-            "fault": None,
-        }
-        events.append(Event(t + 1e-4, "provider:svc", "arrival", job, None, arrival))
-        effect = {
-            "id": i,
-            "provider": "svc",
-            "job_id": job,
-            "idempotency_key": f"effect-{job}",
-            "client_marker": None,
-            "fingerprint": "f" * 64,
-            "arrival_id": i,
-            "t_mono": t + 2e-4,
-            "t_wall": t + 2e-4,
-        }
-        events.append(Event(t + 2e-4, "provider:svc", "commit", job, None, effect))
+        key, fingerprint = f"effect-{job}", "f" * 64
+        arrival = Arrival(
+            id=i,
+            t_mono=t + 1e-4,
+            t_wall=t + 1e-4,
+            provider="svc",
+            kind="write",
+            method="POST",
+            path="/v1/effects",
+            job_id=job,
+            idempotency_key=key,
+            client_marker=None,
+            fingerprint=fingerprint,
+            fencing_token="1",  # noqa: S106  (a lease token, no password)
+            worker_id="w1",
+            peer_pid=1,
+            status=201,
+            committed=True,
+            replayed=False,
+            effect_id=i,
+            fault=None,
+        )
+        events.append(arrival_event(arrival))
+        effect = Effect(
+            id=i,
+            provider="svc",
+            job_id=job,
+            idempotency_key=key,
+            client_marker=None,
+            fingerprint=fingerprint,
+            arrival_id=i,
+            t_mono=t + 2e-4,
+            t_wall=t + 2e-4,
+        )
+        events.append(commit_event(effect))
         events.append(
             Event(
                 t + 3e-4,

@@ -50,6 +50,28 @@ class Event:
         }
 
 
+#: Where an event keeps the record it was made from (see :func:`made_from`).
+_MADE_FROM = "_made_from"
+
+
+def made_from(event: Event, record: object) -> Event:
+    """``event``, remembering that ``record`` (a frozen provider record) is what its
+    fields were copied from, so the oracle takes it as it is instead of reading it
+    back field by field (:class:`harness.oracle.loading.Loader`).
+
+    Not a field: the event's value, equality and JSON stay its fields', an event read
+    back from results.json has none, and ``dataclasses.replace`` (a new event, fields
+    changed or not) leaves it behind. Events are not edited in place.
+    """
+    object.__setattr__(event, _MADE_FROM, record)
+    return event
+
+
+def record_of(event: Event) -> object | None:
+    """The record ``event`` was made from (:func:`made_from`), or None."""
+    return event.__dict__.get(_MADE_FROM)
+
+
 class History:
     """A thread-safe event log for one trial: appended to, never trimmed."""
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fake_providers.models import Arrival, Effect
-from harness.history import Event, History
+from harness.history import Event, History, made_from
 
 #: Worker log events worth a mark on the timeline (the rest is there already: claims and
 #: results from the ledger, writes and lookups from the provider).
@@ -152,22 +152,24 @@ def arrival_event(a: Arrival) -> Event:
         token=a.fencing_token,
         arrival=a.id,
     )
-    return Event(
+    event = Event(
         t=a.t_mono,
         source=f"provider:{a.provider}",
         kind=_ARRIVAL_KINDS.get(a.kind, "reconcile"),
         job=a.job_id,
         fields=fields,
     )
+    return made_from(event, a)
 
 
 def commit_event(e: Effect) -> Event:
     """The event of one committed effect: every Effect field, tied to its arrival."""
     fields = e.to_json()
     fields.update(outcome="ok", arrival=e.arrival_id)
-    return Event(
+    event = Event(
         t=e.t_mono, source=f"provider:{e.provider}", kind="commit", job=e.job_id, fields=fields
     )
+    return made_from(event, e)
 
 
 def log_events(text: str, worker: str) -> Iterator[Event]:

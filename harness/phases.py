@@ -3,6 +3,18 @@
 The phases are the harness's own steps (starting providers and workers, setting up the
 ledger and the rendezvous, waiting for quiescence, the oracle, teardown); results.json
 keeps them under ``timings`` as ``<phase>_s``, and ``nox -s bench`` reports their medians.
+
+Beside them a trial reports how its time splits:
+
+- ``waits_s``: the deliberate waits, where the trial's time is its workers' or a rule's,
+  not the harness's: a worker running to its boundary or a provider hold
+  (``Trial.wait_hit``, ``Trial.wait_held``), a lease running out (``Trial.sleep``), the
+  settle pause and the poll intervals while waiting for quiescence.
+- ``overhead_s``: the trial's duration less its waits, so everything else the harness
+  did: every phase above, and the reads of the ledger and the history made between the
+  waits for quiescence. ``quiescence_s`` is the whole of that wait, its reads included:
+  it is not the waits' part of the trial, and is not subtracted from the overhead.
+- ``worker_s``: the workers' lifetimes added up (several may run at once).
 """
 
 from __future__ import annotations

@@ -49,6 +49,10 @@ PROVIDER_NAME = "svc"
 TERM_GRACE_LEASES = 2.0
 #: How soon a worker that handles SIGTERM by dying counts as having died at its boundary.
 _DIED_AT_ONCE_S = 0.1
+#: Between two reads of the jobs' states while waiting for quiescence: a job's end is
+#: a row in the target's ledger, which no one announces, so it is polled; a read costs a
+#: fraction of a millisecond, and a trial ends at most this much after its last job.
+QUIESCENCE_POLL_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -488,15 +492,15 @@ class Trial:
         sent = time.monotonic()
         self.send(handle, sig)
         at_boundary = True
-        if sig != "SIGKILL" and handle.wait(_DIED_AT_ONCE_S) is None:
+        if sig != "SIGKILL" and self._wait_exit(handle, _DIED_AT_ONCE_S) is None:
             if hit is not None:
                 hit.resume()
                 at_boundary = False
             grace = self.config.term_grace
-            if handle.wait(max(0.0, sent + grace - time.monotonic())) is None:
+            if self._wait_exit(handle, max(0.0, sent + grace - time.monotonic())) is None:
                 record_escalation(self.history, handle.name, handle.pid, sent=sig, grace_s=grace)
                 self.send(handle, "SIGKILL")
-        if handle.wait(5.0) is None:
+        if self._wait_exit(handle, 5.0) is None:
             raise Inconclusive(f"worker {handle.name} survived SIGKILL")
         # The backend recorded the exit; say why it was not where the signal was aimed.
         if not at_boundary:
@@ -508,8 +512,23 @@ class Trial:
             )
         return at_boundary
 
+    def _wait_exit(self, handle: WorkerHandle, timeout_s: float) -> int | None:
+        """``handle.wait``, counted as a wait: a worker finishing what it holds within its
+        SIGTERM grace, or dying of a signal, takes the worker's time, not the harness's."""
+        t0 = time.monotonic()
+        try:
+            return handle.wait(timeout_s)
+        finally:
+            self.waits_s += time.monotonic() - t0
+
     def sleep(self, seconds: float) -> None:
         """A deliberate wait (counted apart from the harness's own overhead)."""
+        self._pause(seconds)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` (ended early by the run's abort), counted as a wait: the
+        time between two looks at the workers' progress, never the looking itself
+        (:mod:`harness.phases` says what counts as overhead)."""
         t0 = time.monotonic()
         interrupted = self.abort.wait(seconds)
         self.waits_s += time.monotonic() - t0
@@ -544,27 +563,23 @@ class Trial:
         goes on until the bound.
         """
         deadline = time.monotonic() + (timeout_s or self.config.quiescence_timeout_s)
-        t0 = time.monotonic()
-        try:
-            with self.phases.timed("quiescence"):
-                while time.monotonic() < deadline:
+        with self.phases.timed("quiescence"):
+            while time.monotonic() < deadline:
+                if self._all_quiescent():
+                    if self.nothing_in_flight():
+                        self.quiet_deadline = None
+                        return True
+                    # A deliberate wait: nothing tells when a straggler is done.
+                    self._pause(self.config.settle_s)
                     if self._all_quiescent():
-                        if self.nothing_in_flight():
-                            self.quiet_deadline = None
-                            return True
-                        if self.abort.wait(self.config.settle_s):
-                            raise Inconclusive("interrupted")
-                        if self._all_quiescent():
-                            self.quiet_deadline = None
-                            return True
-                        continue
-                    # The poll: one ledger read (or a status command, itself paced).
-                    if self.abort.wait(0.02):
-                        raise Inconclusive("interrupted")
-                self.quiet_deadline = deadline
-                return False
-        finally:
-            self.waits_s += time.monotonic() - t0
+                        self.quiet_deadline = None
+                        return True
+                    continue
+                # The poll interval: the ledger (or a status command, itself paced) tells
+                # no one when a job ends, so it is read again; each read is overhead.
+                self._pause(QUIESCENCE_POLL_S)
+            self.quiet_deadline = deadline
+            return False
 
     def nothing_in_flight(self) -> bool:
         """True when the history shows that no live worker is inside an attempt; False
@@ -587,13 +602,8 @@ class Trial:
         """Wait until no live worker is inside an attempt, at most ``bound_s``: the
         whole bound where the history cannot show it."""
         deadline = time.monotonic() + bound_s
-        t0 = time.monotonic()
-        try:
-            while time.monotonic() < deadline and not self.nothing_in_flight():
-                if self.abort.wait(0.02):
-                    raise Inconclusive("interrupted")
-        finally:
-            self.waits_s += time.monotonic() - t0
+        while time.monotonic() < deadline and not self.nothing_in_flight():
+            self._pause(min(QUIESCENCE_POLL_S, max(0.0, deadline - time.monotonic())))
 
     def _all_quiescent(self) -> bool:
         assert self.target is not None

@@ -13,22 +13,16 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 from fake_providers.models import Arrival, Effect
 from harness.contract.vocabulary import EventKind
 from harness.history import Event
 from harness.oracle.interrupted import cut_short
+from harness.oracle.loading import Loader
 
-_ARRIVAL_FIELDS = tuple(f.name for f in fields(Arrival))
-#: Fields added to the records since histories were first stored: an event without one
-#: takes the default (``recheck`` of an older results.json).
-_EFFECT_FIELDS = tuple(f.name for f in fields(Effect))
-#: Fields added later with a default: a history stored before them still reads back.
-_OPTIONAL_FIELDS = frozenset(
-    f.name for cls in (Arrival, Effect) for f in fields(cls) if f.default is not MISSING
-)
+_arrival = Loader(Arrival)
+_effect = Loader(Effect)
 
 
 #: Delivery states that end a job's journey (needs_review ends it too).
@@ -116,10 +110,11 @@ class Record:
     effects: tuple[Effect, ...] = ()
     claims: tuple[Claim, ...] = ()
     result_writes: tuple[ResultWrite, ...] = ()
-    #: The index of the event each record was read from (records are unique values).
-    index: Mapping[object, int] = field(default_factory=dict)
-    #: (provider, arrival id) -> the index of its arrival event (ids are per provider).
-    arrival_index: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    #: The index of the event each record above was read from, position for position.
+    arrivals_at: tuple[int, ...] = ()
+    effects_at: tuple[int, ...] = ()
+    claims_at: tuple[int, ...] = ()
+    result_writes_at: tuple[int, ...] = ()
     #: (provider, arrival id) -> other events about that arrival (a provider's hold).
     related: Mapping[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     #: Signals sent to workers: the moments of the crashes that led to any violation.
@@ -131,6 +126,24 @@ class Record:
     #: Job -> its attempts a kill or stop cut short before it was attempted again
     #: (:mod:`harness.oracle.interrupted`): retries the harness forced.
     cut_short: Mapping[str, int] = field(default_factory=dict)
+
+    # The two indexes below are built when first asked for (citing a violation, the
+    # trace): hashing every record of a clean 100,000-arrival history for them cost a
+    # tenth of the oracle's time.
+    @functools.cached_property
+    def index(self) -> Mapping[object, int]:
+        """The index of the event each record was read from (records are unique values)."""
+        out: dict[object, int] = {}
+        out.update(zip(self.arrivals, self.arrivals_at, strict=True))
+        out.update(zip(self.effects, self.effects_at, strict=True))
+        out.update(zip(self.claims, self.claims_at, strict=True))
+        out.update(zip(self.result_writes, self.result_writes_at, strict=True))
+        return out
+
+    @functools.cached_property
+    def arrival_index(self) -> Mapping[tuple[str, int], int]:
+        """(provider, arrival id) -> the index of its arrival event (ids are per provider)."""
+        return {(a.provider, a.id): i for a, i in zip(self.arrivals, self.arrivals_at, strict=True)}
 
     @functools.cached_property
     def writes(self) -> list[tuple[tuple[str, str], list[Arrival]]]:
@@ -172,71 +185,67 @@ def is_provider_event(event: Event) -> bool:
 def read(events: Sequence[Event]) -> Record:
     """The arrivals, effects, claims and result writes that ``events`` record."""
     arrivals: list[Arrival] = []
+    arrivals_at: list[int] = []
     effects: list[Effect] = []
+    effects_at: list[int] = []
     claims: list[Claim] = []
+    claims_at: list[int] = []
     writes: list[ResultWrite] = []
-    index: dict[object, int] = {}
+    writes_at: list[int] = []
     related: dict[tuple[str, int], list[int]] = defaultdict(list)
     signals: list[int] = []
     tools: dict[tuple[str, str], Mapping[str, bool]] = {}
     tools_index: dict[str, int] = {}
     identities: dict[str, str] = {}
     for i, e in enumerate(events):
-        if e.kind in ("arrival", "reconcile") and is_provider_event(e):
-            arrival: Arrival = _load(Arrival, _ARRIVAL_FIELDS, e, i)
-            arrivals.append(arrival)
-            index[arrival] = i
-        elif e.kind == "commit" and is_provider_event(e):
-            effect: Effect = _load(Effect, _EFFECT_FIELDS, e, i)
-            effects.append(effect)
-            index[effect] = i
-        elif e.kind == "claim":
-            claim = Claim(_job(e, i), int(e.fields["token"]), _worker(e), e.t)
-            claims.append(claim)
-            index[claim] = i
-        elif e.kind == "result_write":
+        kind = e.kind
+        if (kind == "arrival" or kind == "reconcile") and is_provider_event(e):
+            arrivals.append(_arrival(e, i))
+            arrivals_at.append(i)
+        elif kind == "commit" and is_provider_event(e):
+            effects.append(_effect(e, i))
+            effects_at.append(i)
+        elif kind == "claim":
+            claims.append(Claim(_job(e, i), int(e.fields["token"]), _worker(e), e.t))
+            claims_at.append(i)
+        elif kind == "result_write":
             job, tok, accepted = _job(e, i), int(e.fields["token"]), bool(e.fields["accepted"])
-            write = ResultWrite(job, tok, _worker(e), accepted, e.t)
-            writes.append(write)
-            index[write] = i
+            writes.append(ResultWrite(job, tok, _worker(e), accepted, e.t))
+            writes_at.append(i)
         elif isinstance(e.fields.get("arrival"), int) and is_provider_event(e):
             related[(e.source.removeprefix("provider:"), e.fields["arrival"])].append(i)
-        elif e.kind == "signal":
+        elif kind == "signal":
             signals.append(i)
-        elif e.kind == TOOLS_EVENT and is_provider_event(e):
+        elif kind == TOOLS_EVENT and is_provider_event(e):
             provider = e.source.removeprefix("provider:")
             tools_index[provider] = i
             for tool in e.fields.get("tools", ()):
                 tools[(provider, str(tool["path"]))] = dict(tool.get("annotations", {}))
-        elif (
-            e.kind == "enqueue" and e.job is not None and isinstance(e.fields.get("identity"), str)
-        ):
+        elif kind == "enqueue" and e.job is not None and isinstance(e.fields.get("identity"), str):
             identities.setdefault(e.job, e.fields["identity"])
     return Record(
         arrivals=tuple(arrivals),
         effects=tuple(effects),
         claims=tuple(claims),
         result_writes=tuple(writes),
-        index=index,
-        arrival_index={(a.provider, a.id): index[a] for a in arrivals},
+        arrivals_at=tuple(arrivals_at),
+        effects_at=tuple(effects_at),
+        claims_at=tuple(claims_at),
+        result_writes_at=tuple(writes_at),
         related={k: tuple(v) for k, v in related.items()},
         signals=tuple(signals),
         tools=tools,
         tools_index=tools_index,
         job_identities=identities,
-        cut_short=dict(cut_short(events)),
+        # Only a signal cuts an attempt short: a history without one (a long soak run)
+        # is not walked again for it.
+        cut_short=dict(cut_short(events)) if _any_signal(signals, events) else {},
     )
 
 
-def _load(cls: type[Any], names: tuple[str, ...], e: Event, i: int) -> Any:
-    missing = [n for n in names if n not in e.fields and n not in _OPTIONAL_FIELDS]
-    if missing:
-        raise ValueError(
-            f"event #{i} ({e.kind} from {e.source}) does not carry a whole "
-            f"{cls.__name__.lower()}: {', '.join(missing)} missing; provider events are "
-            "made by harness.observe, which copies every field"
-        )
-    return cls(**{n: e.fields[n] for n in names if n in e.fields})
+def _any_signal(signals: Sequence[int], events: Sequence[Event]) -> bool:
+    # ``signals`` misses none but a provider's event of kind signal, which none sends.
+    return bool(signals) or any(e.kind == "signal" for e in events)
 
 
 def _job(e: Event, i: int) -> str:
@@ -259,7 +268,8 @@ def writes_by_job(arrivals: Iterable[Arrival]) -> dict[tuple[str, str], list[Arr
         if a.kind == "write" and a.job_id is not None:
             out[(a.provider, a.job_id)].append(a)
     for writes in out.values():
-        writes.sort(key=lambda a: a.t_mono)
+        if len(writes) > 1:
+            writes.sort(key=lambda a: a.t_mono)
     return out
 
 

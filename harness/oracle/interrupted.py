@@ -33,20 +33,24 @@ def cut_short(events: Iterable[Event]) -> Counter[str]:
     cut: set[tuple[str, int]] = set()
     highest: dict[str, int] = {}
     for e in events:
-        if e.source.startswith("worker:") and e.job is not None and _attempt(e) >= 1:
-            attempt = _attempt(e)
-            highest[e.job] = max(highest.get(e.job, 0), attempt)
-            if e.kind in ("failpoint", "claim"):
-                over = e.kind == "failpoint" and e.fields.get("point") == LAST_BOUNDARY
-                latest[e.source] = (e.job, attempt, over)
-            elif e.kind == "result_write" and e.fields.get("accepted") is False:
-                latest[e.source] = (e.job, attempt, True)
+        job, attempt = e.job, e.attempt
+        # One pass over every event of the trial: the cheapest tests first.
+        if (
+            job is not None
+            and isinstance(attempt, int)
+            and attempt >= 1
+            and e.source.startswith("worker:")
+        ):
+            if highest.get(job, 0) < attempt:
+                highest[job] = attempt
+            kind = e.kind
+            if kind == "failpoint" or kind == "claim":
+                over = kind == "failpoint" and e.fields.get("point") == LAST_BOUNDARY
+                latest[e.source] = (job, attempt, over)
+            elif kind == "result_write" and e.fields.get("accepted") is False:
+                latest[e.source] = (job, attempt, True)
         elif e.kind == "signal" and e.fields.get("signal") in CUTTING:
             held = latest.get(f"worker:{e.fields.get('worker')}")
             if held is not None and not held[2]:
                 cut.add((held[0], held[1]))
     return Counter(job for job, attempt in cut if highest.get(job, 0) > attempt)
-
-
-def _attempt(e: Event) -> int:
-    return e.attempt if isinstance(e.attempt, int) else 0

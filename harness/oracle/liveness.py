@@ -8,6 +8,7 @@ decided here, and :func:`harness.oracle.unjudged` says so in the trial's record.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 
 from fake_providers.models import Effect
 from harness.oracle.evidence import Violation, violation
@@ -20,11 +21,9 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
     if states is None:
         return []
     effects: dict[str, list[Effect]] = defaultdict(list)
-    per_job: dict[str, Counter[str]] = defaultdict(Counter)
     for e in record.effects:
         if e.job_id is not None:
             effects[e.job_id].append(e)
-            per_job[e.job_id][e.provider] += 1
     finals = {j.job_id: j for j in states}
     # Indexed once: a scan of every arrival for every job is quadratic in the history.
     written: dict[str | None, set[str]] = defaultdict(set)
@@ -33,21 +32,24 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
             written[a.job_id].add(a.provider)
     out = []
     for job in facts.jobs:
-        # A job's duty is one effect at the provider it was routed to, and one at each
-        # other provider it wrote to in the same flow (a charge, then a receipt): a job
-        # closed as done after a refused second call is lost all the same.
-        per = per_job.get(job, Counter())
-        owed = written.get(job, set()) | set(per)
-        if job in facts.job_providers:
-            owed.add(facts.job_providers[job])
-        # A multi-step job owes every step's effect, written or not.
-        owed.update(provider for _, provider in facts.job_steps.get(job, ()))
         final = finals.get(job)
         if final is None:
             out.append(
                 violation("nothing_lost", job, f"the target reports no state for {job}", record)
             )
             continue
+        made = effects.get(job, ())
+        if final.delivery_state == "acknowledged" and _one_owed_and_made(job, made, written, facts):
+            continue  # most jobs of a long history: decided without counting
+        # A job's duty is one effect at the provider it was routed to, and one at each
+        # other provider it wrote to in the same flow (a charge, then a receipt): a job
+        # closed as done after a refused second call is lost all the same.
+        per = Counter(e.provider for e in made)
+        owed = written.get(job, set()) | set(per)
+        if job in facts.job_providers:
+            owed.add(facts.job_providers[job])
+        # A multi-step job owes every step's effect, written or not.
+        owed.update(provider for _, provider in facts.job_steps.get(job, ()))
         wrong = {p: per[p] for p in sorted(owed) if per[p] != 1}
         if final.delivery_state == "acknowledged" and (wrong or not owed):
             counts = ", ".join(f"{n} at {p}" for p, n in wrong.items()) or "none anywhere"
@@ -76,3 +78,16 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
                 )
             )
     return out
+
+
+def _one_owed_and_made(
+    job: str, made: Sequence[Effect], written: Mapping[str | None, set[str]], facts: TrialFacts
+) -> bool:
+    """The job made one effect, at the only provider it owes one: it wrote to no other,
+    was routed to none other, and has no steps."""
+    if len(made) != 1 or job in facts.job_steps:
+        return False
+    provider = made[0].provider
+    return written.get(job, {provider}) <= {provider} and (
+        facts.job_providers.get(job, provider) == provider
+    )

@@ -11,7 +11,7 @@ successful lookup in between at a plain one. At an unqueryable provider nothing 
 from __future__ import annotations
 
 import itertools
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from fake_providers.models import Effect
 from harness.oracle.evidence import Violation, violation
@@ -20,9 +20,14 @@ from harness.oracle.facts import Record, TrialFacts, identity, settled
 
 def no_duplicate_effect(record: Record, facts: TrialFacts) -> list[Violation]:
     """1. At most one committed effect per logical job per provider."""
-    per: dict[tuple[str, str], list[Effect]] = defaultdict(list)
+    # Counted first, and only the jobs counted twice gathered: most jobs have one effect.
+    counts = Counter((e.provider, e.job_id) for e in record.effects if e.job_id is not None)
+    twice = {k for k, n in counts.items() if n > 1}
+    if not twice:
+        return []
+    per: dict[tuple[str, str | None], list[Effect]] = defaultdict(list)
     for e in record.effects:
-        if e.job_id is not None:
+        if (e.provider, e.job_id) in twice:
             per[(e.provider, e.job_id)].append(e)
     out = []
     for (provider, job), effects in sorted(per.items()):
@@ -49,6 +54,8 @@ def no_retry_while_unknown(record: Record, facts: TrialFacts) -> list[Violation]
     out = []
     lookups = [a for a in record.arrivals if a.kind == "lookup"]
     for (provider, job), writes in record.writes:
+        if len(writes) < 2:
+            continue
         kind = facts.provider_kinds.get(provider, "plain")
         if kind == "unqueryable":
             continue
@@ -88,6 +95,8 @@ def stable_key_and_payload(record: Record, facts: TrialFacts) -> list[Violation]
     """3. Every write of one logical job carries one key (or marker) and one fingerprint."""
     out = []
     for (provider, job), writes in record.writes:
+        if len(writes) < 2:
+            continue  # one write carries one key and one fingerprint
         identities = {identity(w) for w in writes}
         prints = {w.fingerprint for w in writes}
         if len(identities) > 1:
@@ -185,7 +194,7 @@ def ambiguity_goes_to_review(record: Record, facts: TrialFacts) -> list[Violatio
     """7. An unknown that cannot be reconciled is never replayed, and ends in review."""
     out = []
     for (provider, job), writes in record.writes:
-        if facts.provider_kinds.get(provider) != "unqueryable":
+        if len(writes) < 2 or facts.provider_kinds.get(provider) != "unqueryable":
             continue
         for earlier, later in itertools.pairwise(writes):
             if not settled(earlier):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -60,4 +60,10 @@ class SqliteLedger(SqlLedger):
             self._conn.execute("COMMIT")
 
     def close(self) -> None:
+        # The last connection to close copies the WAL into the database: without its
+        # fsync (a guard against a power cut, like the one NORMAL drops above), which
+        # made that close 20 to 30 ms of every trial's teardown. The pages are written
+        # all the same, so a kept ledger (``--keep-dirs``) reads back whole.
+        with suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA synchronous=OFF")
         self._conn.close()

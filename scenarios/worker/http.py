@@ -11,7 +11,6 @@ microseconds.
 
 from __future__ import annotations
 
-import http.client
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -75,6 +74,11 @@ Connect = Callable[[str, int, float], Connection]
 
 
 def _connection(host: str, port: int, timeout_s: float) -> Connection:
+    # Imported at the first call, not at start: http.client (with the email parser and
+    # ssl it loads) is a fifth of a worker's imports, and a worker killed before its
+    # first call never needs it.
+    import http.client
+
     return http.client.HTTPConnection(host, port, timeout=timeout_s)
 
 
@@ -110,7 +114,14 @@ class Transport:
                 answer = conn.getresponse()
                 headers = {k.lower(): v for k, v in answer.getheaders()}
                 return Response(answer.status, answer.read(), headers)
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, _http_errors()) as exc:
                 raise NoResponse(type(exc).__name__) from exc
         finally:
             conn.close()
+
+
+def _http_errors() -> type[Exception]:
+    """http.client's own errors, only once a request was made (see :func:`_connection`)."""
+    import http.client
+
+    return http.client.HTTPException

@@ -144,4 +144,10 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     worker.run()
-    return 0
+    # Stopped cleanly: the ledger connections and the provider client are closed, so
+    # what is left is the interpreter's own teardown of its modules, which frees nothing
+    # the kernel does not and took 20 to 40 ms of every stop (each trial stops one to
+    # three workers, and waits for each). What was logged is flushed first.
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(0)
