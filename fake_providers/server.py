@@ -198,6 +198,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._epoch = self.server.epochs.epoch_of(self.connection)
 
     def _serve(self) -> None:
+        try:
+            req = self._read()
+        except Problem as p:
+            self.close_connection = True
+            self._send(Reply.problem(p, instance=self.path))
+            return
         if not self.server.epochs.enter(self.connection, self._epoch):
             # Accepted before a wipe: the request belongs to a trial that is over, and
             # must not reach the store the next one reads. Dropped, as a dead server would.
@@ -205,17 +211,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         try:
-            self._serve_request()
+            self._answer(req)
         finally:
             self.server.epochs.leave()
 
-    def _serve_request(self) -> None:
-        try:
-            req = self._read()
-        except Problem as p:
-            self.close_connection = True
-            self._send(Reply.problem(p, instance=self.path))
-            return
+    def _answer(self, req: Request) -> None:
         reply = self.server.app.handle(req)
         if reply.drop:
             self._drop = True
