@@ -206,3 +206,31 @@ def test_the_pool_never_reuses_a_provider_that_died_or_was_restarted(tmp_path: P
         fresh = pool.lease("plain", name="svc")
         assert fresh is not restarted
         assert pool.reused == 0
+
+
+def test_an_mcp_provider_serves_its_tools_on_its_new_port_after_a_wipe(tmp_path: Path) -> None:
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def create(url: str, job: str) -> None:
+        async with (
+            httpx2.AsyncClient(timeout=httpx2.Timeout(10.0)) as http,
+            Client(streamable_http_client(f"{url}/mcp", http_client=http), cache=None) as c,
+        ):
+            args = {"ticket": {"job_id": job}, "idempotency_key": job}
+            result = await c.call_tool("create_ticket", args)
+            assert not result.is_error, result
+
+    p = start_provider(
+        "idempotent", state_path=tmp_path / "p.db", transport="mcp", new_port_on_wipe=True
+    )
+    try:
+        asyncio.run(create(p.url, "j-before"))
+        p.wipe()
+        asyncio.run(create(p.url, "j-after"))
+        assert [(e.id, e.job_id) for e in p.client.effects()] == [(1, "j-after")]
+    finally:
+        p.close()
