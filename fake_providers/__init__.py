@@ -13,6 +13,7 @@ from fake_providers.models import KINDS, Arrival, Effect, Fault, Held
 if TYPE_CHECKING:
     from fake_providers.client import ProviderClient
     from fake_providers.launcher import ProviderProcess, start_provider
+    from fake_providers.pool import ProviderPool
 
 __all__ = [
     "KINDS",
@@ -21,12 +22,14 @@ __all__ = [
     "Fault",
     "Held",
     "ProviderClient",
+    "ProviderPool",
     "ProviderProcess",
     "start_provider",
 ]
 
 _LAZY = {
     "ProviderClient": "fake_providers.client",
+    "ProviderPool": "fake_providers.pool",
     "ProviderProcess": "fake_providers.launcher",
     "start_provider": "fake_providers.launcher",
 }

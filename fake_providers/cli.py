@@ -66,6 +66,11 @@ from fake_providers.tools import TRANSPORTS
     help="Stop when stdin closes (a launcher's pipe: stop when the launcher dies).",
 )
 @click.option(
+    "--new-port-on-wipe",
+    is_flag=True,
+    help="Listen on a new port after each POST /_control/wipe (a pool's providers do).",
+)
+@click.option(
     "--no-peer-pid",
     is_flag=True,
     help="Do not resolve the client's pid for arrivals (saves a /proc scan).",
@@ -92,6 +97,7 @@ def serve(
     transport: str,
     tool_hints: str | None,
     exit_on_stdin_eof: bool,
+    new_port_on_wipe: bool,
     no_peer_pid: bool,
     secret_stdin: bool,
     no_secret: bool,
@@ -145,6 +151,7 @@ def serve(
             secret=secret,
             transport=transport,
             tool_hints=hints,
+            new_port_on_wipe=new_port_on_wipe,
         )
     except (OSError, sqlite3.Error) as exc:
         raise click.ClickException(

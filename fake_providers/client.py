@@ -125,6 +125,19 @@ class ProviderClient:
         """Disarm every fault and drop every held request; returns how many were held."""
         return int(self._call("POST", "/_control/reset")["released"])
 
+    def wipe(self) -> dict[str, Any]:
+        """Make the provider as fresh as a new start (``/_control/wipe``); returns
+        ``{"url", "fenced", "dropped"}``. A provider that moved is followed to its url."""
+        doc = dict(self._call("POST", "/_control/wipe"))
+        if doc.get("url"):
+            self.move(str(doc["url"]))
+        return doc
+
+    def move(self, url: str) -> None:
+        """Talk to the provider at ``url`` from now on (it moved to a new port)."""
+        self.url = url.rstrip("/")
+        self._http.base_url = httpx.URL(self.url)
+
     def arrivals(self, *, after: int = 0) -> list[Arrival]:
         """Every arrival in order, or only those with ``id > after``.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Protocol
 
 from fake_providers.faults import FaultBoard
 from fake_providers.identity import IdentityBoard
@@ -16,6 +17,33 @@ from fake_providers.store import Store
 MAX_POLL_S = 10.0
 
 Routes = dict[str, Callable[[], Reply]]
+
+
+class Fence(Protocol):
+    """What a wipe asks of the server in front of the app (fake_providers.epochs)."""
+
+    @property
+    def url(self) -> str: ...
+
+    def begin(self) -> int:
+        """Start a new epoch, shutting every connection of before; how many were shut."""
+        ...
+
+    def wait(self) -> bool:
+        """Wait (bounded) until no request of an older epoch is being handled."""
+        ...
+
+
+class NoFence:
+    """An app with no server in front (the unit tests call it directly): no connections."""
+
+    url = ""
+
+    def begin(self) -> int:
+        return 0
+
+    def wait(self) -> bool:
+        return True
 
 
 class ControlAPI:
@@ -36,6 +64,9 @@ class ControlAPI:
         #: The effect log whose settings ``/_control/settings`` changes (None: none).
         self.store = store
         self.identities = identities or IdentityBoard()
+        #: The server's fence, which a wipe raises before it forgets anything.
+        self.fence: Fence = NoFence()
+        self._start_ttl = None if store is None else store.key_ttl_s
 
     def routes(self, req: Request, path: str, query: dict[str, list[str]]) -> Routes | None:
         fixed: dict[str, Routes] = {
@@ -46,6 +77,7 @@ class ControlAPI:
                 "DELETE": self._disarm,
             },
             "/_control/reset": {"POST": self._reset},
+            "/_control/wipe": {"POST": self._wipe},
             "/_control/settings": {
                 "GET": self._settings,
                 "POST": lambda: self._configure(req),
@@ -120,6 +152,32 @@ class ControlAPI:
     def _reset(self) -> Reply:
         self.identities.reset()
         return Reply.json(200, {"released": self.board.reset()})
+
+    def _wipe(self) -> Reply:
+        """Back to the state of a fresh start: no arrivals, effects, keys, faults, holds
+        or identities, the settings it started with, ids from 1 again (and a new port,
+        if the server moves on a wipe). Nothing sent before reaches the store after."""
+        fenced = self.fence.begin()
+        # Held and delayed requests end now (as drops), so the wait below is short.
+        dropped = self.board.drain()
+        if not self.fence.wait():
+            raise Problem(
+                503,
+                "requests sent before the wipe are still being handled; this provider "
+                "cannot be made fresh, stop it and start another",
+            )
+        self.board.wipe()
+        self.identities.reset()
+        if self.store is not None:
+            self.store.wipe()
+            assert self._start_ttl is not None
+            self.store.key_ttl_s = self._start_ttl
+        return Reply.json(
+            200,
+            {"url": self.fence.url or None, "fenced": fenced, "dropped": dropped},
+            # This connection is of before the wipe too: the next request comes on a new one.
+            headers=(("Connection", "close"),),
+        )
 
     def _set_identity(self, req: Request) -> Reply:
         """``{"identity", "state": valid|expired|changed, "now_acts_as"}``: from now on,

@@ -76,6 +76,8 @@ class FaultBoard:
         self._ids = itertools.count(1)
         self._armed: dict[str, Armed] = {}
         self._closed = False
+        #: Between :meth:`drain` and :meth:`wipe`: nothing is held, delayed or waited on.
+        self._draining = False
 
     def arm(self, fault: Fault) -> str:
         with self._cond:
@@ -112,7 +114,7 @@ class FaultBoard:
     def hold(self, armed: Armed, hold: Hold) -> str:
         """Park the calling request thread until released; returns the outcome."""
         with self._cond:
-            if self._closed:
+            if self._closed or self._draining:
                 return "drop"
             armed.holds.append(hold)
             self._cond.notify_all()
@@ -141,7 +143,7 @@ class FaultBoard:
                 if len(held) >= count:
                     return held[:count]
                 left = deadline - time.monotonic()
-                if left <= 0 or self._closed:
+                if left <= 0 or self._closed or self._draining:
                     return None
                 self._cond.wait(left)
 
@@ -175,6 +177,32 @@ class FaultBoard:
         for h in holds:
             n += self._release(h, "drop")
         return n
+
+    def pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` (an injected delay), or less if a wipe drains the board."""
+        deadline = time.monotonic() + seconds
+        with self._cond:
+            while not (self._closed or self._draining):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
+
+    def drain(self) -> int:
+        """Until :meth:`wipe`, hold, delay and wait for nothing: every held request is
+        dropped and every waiter woken; returns how many requests were held."""
+        with self._cond:
+            self._draining = True
+            self._cond.notify_all()
+        return self.reset()
+
+    def wipe(self) -> None:
+        """As a new board: nothing armed, fault ids from ``f-1`` again (after :meth:`drain`)."""
+        with self._cond:
+            self._armed.clear()
+            self._ids = itertools.count(1)
+            self._draining = False
+            self._cond.notify_all()
 
     def close(self) -> None:
         with self._cond:

@@ -47,6 +47,7 @@ class ProviderProcess:
         startup_timeout_s: float,
         transport: str = "http",
         tool_hints: Mapping[str, bool] | None = None,
+        new_port_on_wipe: bool = False,
     ) -> None:
         self.kind = kind
         #: "http", or "mcp": the kind's tools are served at ``url + "/mcp"`` too.
@@ -61,6 +62,10 @@ class ProviderProcess:
         self._startup_timeout_s = startup_timeout_s
         self.port = port
         self.url = ""
+        self._new_port_on_wipe = new_port_on_wipe
+        #: Processes started so far (1 + restarts): a pool reuses no provider restarted
+        #: under a trial, whose log is that trial's evidence.
+        self.spawns = 0
         # One per provider, kept across restarts: the client already holds it.
         self.secret = make_secret()
         self._proc = self._spawn()
@@ -111,6 +116,14 @@ class ProviderProcess:
         self.stop()
         self._proc = self._spawn()
 
+    def wipe(self) -> None:
+        """Back to the state of a fresh start (``/_control/wipe``), on the provider's new
+        port if it moves on a wipe; ProviderError if it cannot be made fresh."""
+        doc = self.client.wipe()
+        if doc.get("url"):
+            self.url = self.client.url
+            self.port = int(self.url.rsplit(":", 1)[1])
+
     def close(self) -> None:
         self.stop()
         self.client.close()
@@ -159,6 +172,8 @@ class ProviderProcess:
             argv += ["--tool-hints", json.dumps(self.tool_hints)]
         if not self._peer_pids:
             argv.append("--no-peer-pid")
+        if self._new_port_on_wipe:
+            argv.append("--new-port-on-wipe")
         with open(self.log_path, "ab") as log:
             proc = subprocess.Popen(
                 argv,
@@ -180,6 +195,7 @@ class ProviderProcess:
             _close_pipes(proc)
             raise
         _live.add(self)
+        self.spawns += 1
         self.url = str(ready["url"])
         self.port = int(self.url.rsplit(":", 1)[1])
         return proc
@@ -249,6 +265,7 @@ def start_provider(
     startup_timeout_s: float | None = None,
     transport: str = "http",
     tool_hints: Mapping[str, bool] | None = None,
+    new_port_on_wipe: bool = False,
 ) -> ProviderProcess:
     """Start a ``kind`` provider on loopback; returns once it answers.
 
@@ -259,6 +276,7 @@ def start_provider(
     kind's tools at ``url + "/mcp"`` as well (``tool_hints`` override its write tool's
     annotations). ``startup_timeout_s`` defaults to 5 s, and to 30 s for an MCP
     provider, which is ready only once the SDK has loaded (seconds on a busy machine).
+    ``new_port_on_wipe``: each ``wipe()`` moves it to a new port (``url`` follows).
     """
     if kind not in KINDS:
         raise ProviderError(f"provider kind={kind!r} is unknown; use one of {', '.join(KINDS)}")
@@ -284,6 +302,7 @@ def start_provider(
         or (MCP_STARTUP_TIMEOUT_S if transport == "mcp" else 5.0),
         transport=transport,
         tool_hints=tool_hints,
+        new_port_on_wipe=new_port_on_wipe,
     )
     return p
 

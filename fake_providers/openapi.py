@@ -423,6 +423,22 @@ def _control(hold_max_s: float) -> Doc:
                 }
             )
         },
+        "/_control/wipe": {
+            "post": _sealed(
+                {
+                    "operationId": "wipe",
+                    "description": "Back to the state of a fresh start: every arrival, "
+                    "effect, key, fault, hold and identity forgotten, the settings it "
+                    "started with, ids from 1 again. Requests sent before it are dropped "
+                    "unrecorded. A provider started with --new-port-on-wipe listens on a "
+                    "new port after it (the answer's url).",
+                    "responses": {
+                        "200": _json("As fresh as a new start", _ref("Wiped")),
+                        "503": _problem("Requests from before are still being handled"),
+                    },
+                }
+            )
+        },
     }
 
 
@@ -635,6 +651,13 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
             required=[],
         ),
         "Released": _object({"released": integer}),
+        "Wiped": _object(
+            {
+                "url": {"type": ["string", "null"]},
+                "fenced": integer,
+                "dropped": integer,
+            }
+        ),
         "Settings": _object({"key_ttl_s": _nullable("number")}),
         "SettingsIn": {
             "type": "object",

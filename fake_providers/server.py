@@ -6,9 +6,11 @@ of the socket, which "commit, then drop the connection" needs (an RST, not a res
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
+import select
 import signal
 import socket
 import struct
@@ -22,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fake_providers.app import MAX_BODY_BYTES, ProviderApp, Reply, Request
+from fake_providers.epochs import Epochs
 from fake_providers.faults import FaultBoard
 from fake_providers.peers import peer_pid
 from fake_providers.problems import PROBLEM_TYPE, Problem
@@ -44,16 +47,128 @@ class ProviderServer(ThreadingHTTPServer):
     # Restarting on the same port right after a SIGKILL must not fail on TIME_WAIT.
     allow_reuse_address = True
     request_queue_size = 128
+    #: How long a wipe waits for the requests of before it to end; then it fails.
+    WIPE_WAIT_S = 5.0
 
-    def __init__(self, address: tuple[str, int], app: ProviderApp, *, peer_pids: bool) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        app: ProviderApp,
+        *,
+        peer_pids: bool,
+        new_port_on_wipe: bool = False,
+    ) -> None:
         self.app = app
         self.peer_pids = peer_pids
+        #: A wipe also moves to a new port: whatever knew the old one (a worker that
+        #: escaped its trial) finds it closed, as it would a stopped provider.
+        self.new_port_on_wipe = new_port_on_wipe
+        self.epochs = Epochs()
+        #: Held while the listening socket is read or replaced, and while a connection is
+        #: accepted and stamped, so a wipe never falls between the two.
+        self._listen_lock = threading.Lock()
+        #: Listening sockets a wipe replaced; the accept loop closes them.
+        self._retired: list[socket.socket] = []
+        self._stopping = threading.Event()
+        self._wake_r, self._wake_w = socket.socketpair()
         super().__init__(address, _Handler)
+        self.socket.setblocking(False)
+        app.control.fence = self
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
+
+    # -- accepting ----------------------------------------------------------------------
+
+    def accept_forever(self) -> None:
+        """Accept until :meth:`stop_accepting`; the listening socket may change under it
+        (a wipe onto a new port), so each round selects on the current one."""
+        while not self._stopping.is_set():
+            with self._listen_lock:
+                listener = self.socket
+                for old in self._retired:
+                    # Queued connections nobody accepted are reset: they are of before.
+                    old.close()
+                self._retired.clear()
+            try:
+                ready, _, _ = select.select([listener, self._wake_r], [], [], 0.5)
+            except (OSError, ValueError):
+                continue
+            if self._wake_r in ready:
+                with contextlib.suppress(OSError):
+                    self._wake_r.recv(64)
+            if listener in ready:
+                self._accept(listener)
+
+    def _accept(self, listener: socket.socket) -> None:
+        with self._listen_lock:
+            if listener is not self.socket:
+                return
+            try:
+                conn, addr = listener.accept()
+            except OSError:
+                return
+            self.epochs.opened(conn)
+        try:
+            self.process_request(conn, addr)
+        except Exception:
+            self.handle_error(conn, addr)
+            self.shutdown_request(conn)
+
+    def stop_accepting(self) -> None:
+        self._stopping.set()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
+    def shutdown_request(self, request: Any) -> None:
+        self.epochs.closed(request)
+        super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        for s in (*self._retired, self._wake_r, self._wake_w):
+            s.close()
+
+    # -- the fence a wipe raises (see fake_providers.epochs) ----------------------------
+
+    def begin(self) -> int:
+        """A new epoch: every connection of before is shut, and with ``new_port_on_wipe``
+        the provider listens on a fresh port. Returns how many connections were shut."""
+        fresh = self._listener() if self.new_port_on_wipe else None
+
+        def swap() -> None:
+            if fresh is not None:
+                self._retired.append(self.socket)
+                self.socket = fresh
+                self.server_address = fresh.getsockname()
+
+        with self._listen_lock:
+            stale = self.epochs.advance(during=swap)
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        for conn in stale:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        return len(stale)
+
+    def wait(self) -> bool:
+        """Wait (bounded) until no request of an older epoch is still being handled."""
+        return self.epochs.wait_idle(self.WIPE_WAIT_S)
+
+    def _listener(self) -> socket.socket:
+        host = self.server_address[0]
+        s = socket.socket(self.address_family, self.socket_type)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, 0))
+            s.listen(self.request_queue_size)
+            s.setblocking(False)
+        except OSError:
+            s.close()
+            raise
+        return s
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -67,6 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
     # never cuts a hold short.
     timeout = 300.0
     _drop = False
+    _epoch = 0
     _peer_pid: int | None = None
     _peer_known = False
 
@@ -79,6 +195,7 @@ class _Handler(BaseHTTPRequestHandler):
         # Headers and body go out as two writes; without NODELAY, Nagle plus the
         # client's delayed ACK adds ~40 ms to every response.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._epoch = self.server.epochs.epoch_of(self.connection)
 
     def _serve(self) -> None:
         try:
@@ -87,6 +204,18 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._send(Reply.problem(p, instance=self.path))
             return
+        if not self.server.epochs.enter(self.connection, self._epoch):
+            # Accepted before a wipe: the request belongs to a trial that is over, and
+            # must not reach the store the next one reads. Dropped, as a dead server would.
+            self._drop = True
+            self.close_connection = True
+            return
+        try:
+            self._answer(req)
+        finally:
+            self.server.epochs.leave()
+
+    def _answer(self, req: Request) -> None:
         reply = self.server.app.handle(req)
         if reply.drop:
             self._drop = True
@@ -186,6 +315,7 @@ def build(
     secret: str | None = None,
     transport: str = "http",
     tool_hints: Mapping[str, bool] | None = None,
+    new_port_on_wipe: bool = False,
 ) -> ProviderServer:
     if not is_loopback(host):
         raise ValueError(f"host={host!r} is not loopback; providers bind 127.0.0.1 only")
@@ -200,7 +330,7 @@ def build(
         tool_hints=tool_hints,
         server=(host, port),
     )
-    return ProviderServer((host, port), app, peer_pids=peer_pids)
+    return ProviderServer((host, port), app, peer_pids=peer_pids, new_port_on_wipe=new_port_on_wipe)
 
 
 def serve_forever(
@@ -226,17 +356,15 @@ def serve_forever(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    # A short poll interval makes shutdown (and so stop()) take ~50 ms instead of ~500 ms.
-    loop = threading.Thread(
-        target=server.serve_forever, args=(0.05,), name="provider-accept", daemon=True
-    )
+    loop = threading.Thread(target=server.accept_forever, name="provider-accept", daemon=True)
     loop.start()
     endpoint = server.app.mcp
     if endpoint is not None and not endpoint.wait_loaded():
         # Never ready with a tool server that cannot answer: say why, and exit.
         sys.stderr.write(f"the MCP endpoint did not load: {endpoint.error or 'timed out'}\n")
         sys.stderr.flush()
-        server.shutdown()
+        server.stop_accepting()
+        loop.join()
         server.server_close()
         sys.exit(1)
     ready = {"ready": True, "url": server.url, "pid": os.getpid(), **(announce or {})}
@@ -245,7 +373,9 @@ def serve_forever(
     stop.wait()
     # Held threads wake and finish as drops, so nothing waits on a hold at exit.
     server.app.board.close()
-    server.shutdown()
+    # The wake-up ends the accept loop at once: stop() takes milliseconds, not a poll.
+    server.stop_accepting()
+    loop.join()
     server.server_close()
     server.app.close()
 

@@ -160,6 +160,21 @@ class Store:
         with self._lock:
             self._db.close()
 
+    def wipe(self) -> None:
+        """Forget every arrival, effect and key, and number them from 1 again: the log
+        of a fresh start. Durable against a kill, as any bookkeeping (see the module)."""
+        with self._bookkeeping():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in ("arrivals", "effects", "idempotency_keys"):
+                    self._db.execute(f"DELETE FROM {table}")
+                # AUTOINCREMENT keeps its high-water marks here; a fresh file has none.
+                self._db.execute("DELETE FROM sqlite_sequence")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
     @contextmanager
     def _bookkeeping(self) -> Iterator[None]:
         """Hold the lock and commit without fsync: for writes that acknowledge nothing."""

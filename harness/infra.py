@@ -16,7 +16,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness import clock
 from harness.backends.base import Backend
@@ -32,6 +32,9 @@ from harness.target import TargetAdapter
 from harness.targets.reference import reference_lease_s
 from harness.trial import TrialConfig
 from harness.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from fake_providers import ProviderPool
 
 
 class RunInfra:
@@ -52,6 +55,8 @@ class RunInfra:
         #: Parallel trials find a dead Toxiproxy server together; one restarts it.
         self._toxiproxy_lock = threading.Lock()
         self.docker: Any = None
+        #: The run's warm provider processes, leased to its trials (fake_providers.pool).
+        self.providers: ProviderPool | None = None
         self.versions: dict[str, str | None] = {}
 
     @classmethod
@@ -74,6 +79,9 @@ class RunInfra:
 
     def _start(self, cells: Sequence[Cell]) -> None:
         self.watchdog = Watchdog.start(self.run_id)
+        from fake_providers import ProviderPool
+
+        self.providers = ProviderPool(guard=self.watchdog)
         if self.ledger == "postgres":
             self.pg_dsn = postgres_dsn(self.pg_dsn)
             try:
@@ -111,6 +119,10 @@ class RunInfra:
             self.toxiproxy_error = str(exc)
 
     def close(self) -> None:
+        if self.providers is not None:
+            # Before the watchdog goes: no provider outlives the run.
+            with contextlib.suppress(Exception):
+                self.providers.close()
         if self.toxiproxy is not None:
             with contextlib.suppress(Exception):
                 self.toxiproxy.stop()
@@ -238,4 +250,5 @@ class RunInfra:
             make_network=self.make_network,
             replay_flags=replay,
             watchdog=self.watchdog,
+            providers=self.providers,
         )

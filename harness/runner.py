@@ -1,6 +1,7 @@
 """Run a matrix of cells, one trial each (``harness.results`` writes them down).
 
-Trials are independent: each has its own state directory, provider and workers, so
+Trials are independent: each has its own state directory, providers and workers (a
+provider process may serve several trials in turn, wiped between them), so
 ``--jobs N`` runs them on a thread pool (``--shard i/n`` is chosen in ``harness.plan``).
 """
 
@@ -24,6 +25,7 @@ from harness.verdict import TrialResult, run_trial, trial_seed
 from harness.watchdog import Watchdog
 
 if TYPE_CHECKING:
+    from fake_providers import ProviderPool
     from harness.network.seam import NetworkSeam
 
 Progress = Callable[[TrialResult], None]
@@ -44,6 +46,9 @@ class RunSpec:
     make_network: Callable[[Cell], NetworkSeam | None] | None = None
     replay_flags: Sequence[str] = ()
     watchdog: Watchdog | None = None
+    #: The run's warm providers, leased to each trial and wiped between them (None:
+    #: every trial starts its own).
+    providers: ProviderPool | None = None
     #: Set on Ctrl-C: this run's trials stop waiting and tear down. One per run, so a
     #: later run in the same process starts clear.
     abort: threading.Event = field(default_factory=threading.Event)
@@ -85,6 +90,7 @@ def run_one(spec: RunSpec, cell: Cell) -> TrialResult:
             network=network,
             watchdog=spec.watchdog,
             abort=spec.abort,
+            provider_pool=spec.providers,
         )
         broken = network.failure() if network is not None else None
         if broken is not None:

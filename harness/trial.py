@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fake_providers import Fault, ProviderProcess, start_provider
+from fake_providers import Fault, ProviderPool, ProviderProcess, start_provider
 from harness.attempts import open_attempts, reports_claims
 from harness.backends.base import Backend, LogsApart, WorkerHandle, record_escalation
 from harness.contract.env import STATE_DIR, provider_env_name, provider_env_var, provider_kind_var
@@ -120,6 +120,7 @@ class Trial:
         network: NetworkSeam | None = None,
         watchdog: Watchdog | None = None,
         abort: threading.Event | None = None,
+        provider_pool: ProviderPool | None = None,
     ) -> None:
         self.cell = cell
         #: The run's abort (set on Ctrl-C): the trial's waits end at once and it tears down.
@@ -147,6 +148,9 @@ class Trial:
         if watchdog is not None:
             watchdog.watch_dir(self.dir)  # removed even if the harness is SIGKILLed
         self._make_target = make_target
+        #: The run's warm providers; none when the trial's directory is kept, so each
+        #: provider's log stays in it.
+        self._pool = None if config.keep_dirs else provider_pool
         self.workers: dict[str, WorkerHandle] = {}
         self.paused: set[str] = set()
         #: Further consumers of the trial's jobs (see :meth:`add_consumer`); the oracle
@@ -189,7 +193,9 @@ class Trial:
             # The reference's later steps call providers of the cell's kind of their own.
             declared.setdefault(name, self.cell.provider)
         with self.phases.timed("provider"):
-            self.providers = start_providers(declared, self.dir, self.target.provider_options())
+            self.providers = start_providers(
+                declared, self.dir, self.target.provider_options(), pool=self._pool
+            )
         ttl = self.cell.scenario.key_ttl_s
         if ttl is not None:
             for provider in self.providers.values():
@@ -265,12 +271,13 @@ class Trial:
     def teardown(self) -> None:
         with self.phases.timed("teardown"):
             self._teardown()
+        # Last, once nothing of the trial can act: a pooled provider is wiped for the
+        # next trial, which is provider time, as its start was.
+        with self.phases.timed("provider"):
+            release_providers(self.providers, self._pool)
 
     def _teardown(self) -> None:
         self.stop()
-        for provider in self.providers.values():
-            with contextlib.suppress(Exception):
-                provider.close()
         for target in (self.target, *(t for t, _ in self.consumers)):
             if target is not None:
                 with contextlib.suppress(Exception):
@@ -660,25 +667,42 @@ def start_providers(
     declared: Mapping[str, str],
     trial_dir: Path,
     options: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    pool: ProviderPool | None = None,
 ) -> dict[str, ProviderProcess]:
     """Start one provider process per declared ``name -> kind``, side by side (each start
     is a process launch; in sequence they would add up on every trial). ``options`` adds
-    start options by name (an MCP tool server's transport)."""
+    start options by name (an MCP tool server's transport). With ``pool``, each is leased
+    from it (fresh, warm if one was given back) instead; give them back with
+    :func:`release_providers`."""
 
     def start(name: str) -> ProviderProcess:
-        state = trial_dir / f"provider-{provider_env_name(name).lower()}.db"
         extra = dict((options or {}).get(name, {}))
+        if pool is not None:
+            return pool.lease(declared[name], name=name, **extra)
+        state = trial_dir / f"provider-{provider_env_name(name).lower()}.db"
         return start_provider(declared[name], state_path=state, name=name, **extra)
 
     if len(declared) == 1:
         return {name: start(name) for name in declared}
-    with ThreadPoolExecutor(max_workers=len(declared)) as pool:
-        futures = {name: pool.submit(start, name) for name in declared}
+    with ThreadPoolExecutor(max_workers=len(declared)) as threads:
+        futures = {name: threads.submit(start, name) for name in declared}
     started = {n: f.result() for n, f in futures.items() if f.exception() is None}
     errors = [e for e in (f.exception() for f in futures.values()) if e is not None]
     if errors:
-        for provider in started.values():
-            with contextlib.suppress(Exception):
-                provider.close()
+        release_providers(started, pool)
         raise errors[0]
     return started
+
+
+def release_providers(
+    providers: Mapping[str, ProviderProcess], pool: ProviderPool | None = None
+) -> None:
+    """Close each provider, or give it back to ``pool`` (which wipes it, or closes one
+    that died, was restarted, or cannot be wiped)."""
+    for provider in providers.values():
+        with contextlib.suppress(Exception):
+            if pool is not None:
+                pool.give_back(provider)
+            else:
+                provider.close()

@@ -40,6 +40,7 @@ from harness.trial import PROVIDER_NAME, Trial, TrialConfig
 from harness.watchdog import Watchdog
 
 if TYPE_CHECKING:
+    from fake_providers import ProviderPool
     from harness.network.seam import NetworkSeam
 
 
@@ -118,6 +119,7 @@ def run_trial(
     network: NetworkSeam | None = None,
     watchdog: Watchdog | None = None,
     abort: threading.Event | None = None,
+    provider_pool: ProviderPool | None = None,
 ) -> TrialResult:
     """Run ``driver`` on a fresh trial of ``cell`` and judge it.
 
@@ -126,6 +128,7 @@ def run_trial(
     events it judges are the whole trial, and exactly the list the result keeps.
     Anything the harness itself breaks on becomes an ``inconclusive`` verdict with the
     reason, never a pass. ``abort`` is the run's: set, it ends the trial's waits.
+    ``provider_pool`` is the run's warm providers (None: each trial starts its own).
     """
     t0 = time.monotonic()
     trial = Trial(
@@ -137,6 +140,7 @@ def run_trial(
         network=network,
         watchdog=watchdog,
         abort=abort,
+        provider_pool=provider_pool,
     )
     violations: list[Violation] = []
     warnings: list[Violation] = []

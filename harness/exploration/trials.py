@@ -86,6 +86,7 @@ class ScheduleRunner:
                 make_target=lambda d: self.infra.make_target(cell, d),
                 network=network,
                 watchdog=self.infra.watchdog,
+                provider_pool=self.infra.providers,
             )
         finally:
             if network is not None:

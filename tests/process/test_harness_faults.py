@@ -284,11 +284,12 @@ def test_a_provider_killed_mid_trial_is_inconclusive_and_loses_nothing(
     cell = ["--scenario", "crash_after_external_success", "--provider", "idempotent"]
     run = Run(marked, [*cell, "--signal", "SIGKILL", "--lease-ttl-s", "3", "--out", str(out)])
     (provider,) = run.wait_for("the provider", of_cmd("-m fake_providers"))
-    argv = provider.cmdline()
-    state = Path(argv[argv.index("--state") + 1])
+    # The worker runs in the trial's directory, which holds the ledger (the provider's
+    # state lives with the run's provider pool).
+    worker, *_ = run.wait_for("the trial's worker", of_cmd("scenarios.worker"))
+    ledger = Path(worker.cwd()) / "ledger.db"
     # The trial's second job runs free while the first is held: once the reference
     # worker's ledger acknowledges it, its effect is one the provider owes after a crash.
-    ledger = state.parent / "ledger.db"
     run.wait_for("an acknowledged job", lambda _: _count(ledger, ACKED) > 0)
     provider.send_signal(signal.SIGKILL)
     assert run.finish() == 3, run.stderr

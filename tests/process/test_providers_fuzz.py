@@ -53,6 +53,8 @@ CHECKS = [
 #: clear every armed fault.
 ARMING = "armFault"
 CLEARING = ["disarmFaults", "reset"]
+#: The call that forgets everything the runs above look for afterwards: fuzzed alone.
+WIPING = "wipe"
 
 #: A client without the secret; an empty TLS context skips loading the CA bundle.
 # Module-wide, so no kept-alive sockets: the providers it talks to are killed and gone
@@ -187,8 +189,11 @@ def test_business_and_oracle_api_survive_the_fuzzer(
     started.append(p)
     ops = _operations(p)
     assert ARMING in ops
-    operations = f'[[operations]]\ninclude-operation-id = "{ARMING}"\nenabled = false'
-    _fuzz(p, tmp_path, operations=operations, expect_ops=len(ops) - 2)  # not describe, arming
+    assert WIPING in ops
+    skipped = json.dumps([ARMING, WIPING])
+    operations = f"[[operations]]\ninclude-operation-id = {skipped}\nenabled = false"
+    # Not describe, arming or wiping.
+    _fuzz(p, tmp_path, operations=operations, expect_ops=len(ops) - 3)
     kinds = {a.kind for a in p.client.arrivals()}
     # The fuzzer wrote, and its unauthenticated probes (ignored_auth) hit the seal.
     assert {"write", "control_denied"} <= kinds, kinds
@@ -198,8 +203,9 @@ def test_business_and_oracle_api_survive_the_fuzzer(
 def test_control_api_survives_the_fuzzer(tmp_path: Path, started: list[ProviderProcess]) -> None:
     p = start_provider("idempotent", state_path=tmp_path / "control.db", hold_max_s=30.0)
     started.append(p)
-    # Disarming and resetting would remove the pinned fault; the runs above fuzz them.
-    skipped = ["createEffect", "lookupEffect", *CLEARING]
+    # Disarming, resetting and wiping would remove the pinned fault; the runs above and
+    # below fuzz them.
+    skipped = ["createEffect", "lookupEffect", *CLEARING, WIPING]
     operations = "\n".join(
         [
             "[[operations]]",
@@ -213,6 +219,17 @@ def test_control_api_survives_the_fuzzer(tmp_path: Path, started: list[ProviderP
     # The pin worked: the fault-id operations got past "no such fault".
     assert "Missing test data" not in report, report
     assert p.client.effects() == []
+
+
+def test_the_wipe_survives_the_fuzzer(tmp_path: Path, started: list[ProviderProcess]) -> None:
+    p = start_provider("idempotent", state_path=tmp_path / "wipe.db", hold_max_s=30.0)
+    started.append(p)
+    r = HTTP.post(f"{p.url}/v1/effects", json={"job_id": "j-1"}, headers={"Idempotency-Key": "k-1"})
+    assert r.status_code == 201, r.text
+    others = [op for op in _operations(p) if op not in (WIPING, "describe")]
+    operations = f"[[operations]]\ninclude-operation-id = {json.dumps(others)}\nenabled = false"
+    _fuzz(p, tmp_path, operations=operations, expect_ops=1)
+    assert p.client.effects() == []  # wiped, and still serving (checked by _fuzz)
 
 
 def test_the_description_is_served_without_the_secret(

@@ -53,6 +53,7 @@ calls = [
     ("POST", "/_control/faults", {"action": "fail_before_commit", "times": 99}),
     ("GET", "/_oracle/arrivals", None),
     ("POST", "/_control/reset", None),
+    ("POST", "/_control/wipe", None),
     ("DELETE", "/_control/faults", None),
     ("GET", "/_oracle/effects", None),
 ]

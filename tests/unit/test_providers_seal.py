@@ -50,6 +50,7 @@ ATTEMPTS = [
     ("GET", "/_oracle/arrivals", None),
     ("GET", "/_oracle/effects", None),
     ("POST", "/_control/reset", None),
+    ("POST", "/_control/wipe", None),
     ("DELETE", "/_control/faults", None),
     ("GET", "/_control/health", None),
     ("POST", "/_control/faults/f-1/release", {"outcome": "drop"}),
