@@ -119,12 +119,14 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """Measure the speed targets: writes bench.json and prints a table (a few minutes).
+    """Measure the speed targets and trials to first detection per mutant (matrix,
+    explore, random): writes bench.json and prints the tables (about 20 minutes).
 
     ``nox -s bench -- NAME ...`` runs other benchmarks instead (``python -m benchmarks``
-    lists them); ``BENCH_RUNS=5`` repeats each matrix for medians.
+    lists them); ``BENCH_RUNS=5`` repeats each matrix for medians; ``DETECTION_BUDGET``
+    and ``DETECTION_MUTANTS`` bound the detection run (benchmarks/bench_detection.py).
     """
-    session.run("python", "-m", "benchmarks", *(session.posargs or ["speed"]))
+    session.run("python", "-m", "benchmarks", *(session.posargs or ["speed", "detection"]))
 
 
 @nox.session(default=False)

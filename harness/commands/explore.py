@@ -59,12 +59,11 @@ def explore_command(
     config = trial_config(opts.lease_ttl_s or resolved.lease_ttl_s, opts.pg_dsn)
     kinds: tuple[str, ...] = ("idempotent", "plain")
     if resolved.declared is not None:
-        kinds = tuple(k for k in kinds if any(kind == k for _, kind in resolved.declared))
-        if not kinds:
-            raise ConfigError(
-                f"{config_path}: explore needs an idempotent or plain provider; the target "
-                "declares only unqueryable ones"
-            )
+        declared = {kind for _, kind in resolved.declared}
+        # Unqueryable only where nothing else is declared: each of the reference's mutants
+        # shows on an idempotent or plain provider, and a third kind drawn beside them
+        # makes every one of them slower to find.
+        kinds = tuple(k for k in kinds if k in declared) or ("unqueryable",)
     space = Space(
         providers=kinds,
         lease_ttl_s=config.lease_ttl_s,

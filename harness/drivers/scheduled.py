@@ -247,7 +247,10 @@ class Player:
                 let_go()
         elif step.action == "provider_fault":
             trial.arm(Fault(step.fault, times=step.times, status=step.status, delay_s=step.delay_s))
-            let_go("respond" if release is not None else None)
+            # Armed while the request is held: at arrival or commit it then goes through;
+            # at response its answer is lost as always, so the fault meets the attempt
+            # left unknown (a failing lookup at response is what reconcile runs into).
+            let_go("respond" if release is not None and step.at != "response" else None)
         elif step.action == "toxic":
             net = trial.network
             if net is None:

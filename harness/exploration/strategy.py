@@ -31,6 +31,10 @@ _POINTS = (
 assert set(_POINTS) == set(FAILPOINTS)
 #: Hit counts, the first hit most often (a later one needs a retry to happen at all).
 _HITS = (1, 1, 1, 2, 3)
+_FIRST_HIT = st.just(1)
+#: Provider faults armed when a write's answer is lost: its reconcile's lookup is the next
+#: request, so a failing lookup first and most often; then the retry's write.
+_AFTER_LOST_RESPONSE = ("fail_lookup", "fail_lookup", "fail_before_commit", "delay_response")
 
 
 @dataclass(frozen=True)
@@ -58,9 +62,26 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
     lease, timeout = space.lease_ttl_s, space.http_timeout_s
     points = st.sampled_from(_POINTS)
     hits = st.sampled_from(_HITS)
+    twice = st.integers(1, 2)
     pause_s = st.sampled_from((round(lease * 3, 3), round(lease * 1.5, 3)))
     times = st.integers(1, (space.max_attempts or 3) + 2)
     provider_faults = st.sampled_from(("fail_before_commit", "fail_lookup", "delay_response"))
+
+    def provider_fault(
+        at: st.SearchStrategy[str],
+        faults: st.SearchStrategy[str] = provider_faults,
+        hit: st.SearchStrategy[int] = _FIRST_HIT,
+    ) -> st.SearchStrategy[FaultStep]:
+        return st.builds(
+            FaultStep,
+            at=at,
+            action=st.just("provider_fault"),
+            hit=hit,
+            fault=faults,
+            times=times,
+            delay_s=st.just(round(timeout * 2, 3)),
+        )
+
     # (weight, kind): kills and stops at failpoints, provider faults and lost responses
     # are where most protocol bugs show.
     kinds: list[tuple[int, st.SearchStrategy[FaultStep]]] = [
@@ -74,17 +95,7 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
                 signal=st.sampled_from(("SIGKILL", "SIGTERM")),
             ),
         ),
-        (
-            3,
-            st.builds(
-                FaultStep,
-                at=st.just("start"),
-                action=st.just("provider_fault"),
-                fault=provider_faults,
-                times=times,
-                delay_s=st.just(round(timeout * 2, 3)),
-            ),
-        ),
+        (3, provider_fault(st.just("start"))),
         (3, st.builds(FaultStep, at=points, action=st.just("pause"), hit=hits, duration_s=pause_s)),
         (
             1,
@@ -92,23 +103,17 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
                 FaultStep,
                 at=st.sampled_from(("arrival", "commit", "response")),
                 action=st.just("kill"),
-                hit=st.integers(1, 2),
+                hit=twice,
                 signal=st.sampled_from(("SIGKILL", "SIGTERM")),
             ),
         ),
         (1, st.builds(FaultStep, at=st.just("settled"), action=st.just("restore"))),
-        (
-            1,
-            st.builds(
-                FaultStep,
-                at=points,
-                action=st.just("provider_fault"),
-                hit=hits,
-                fault=provider_faults,
-                times=times,
-                delay_s=st.just(round(timeout * 2, 3)),
-            ),
-        ),
+        (1, provider_fault(points, hit=hits)),
+        # A provider fault armed while a write is held. At "response" the write's answer
+        # is lost as well, so the next request is the reconcile's lookup: a failing
+        # lookup comes first and most often there.
+        (4, provider_fault(st.just("response"), st.sampled_from(_AFTER_LOST_RESPONSE), twice)),
+        (1, provider_fault(st.just("commit"), hit=twice)),
         # At "response" the answer is lost whatever else happens: a pause of 0 s there
         # is the plain lost response (a reset after commit); at "commit" it is a stall.
         (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import statistics
 from collections.abc import Callable
 
 from harness.exploration.search import (
@@ -123,3 +124,40 @@ def test_the_random_baseline_is_kills_at_moments_from_the_seed() -> None:
     found = Explorer(run, SPACE, budget=30, seed=2, confirm=Confirm(1, 1)).random_baseline()
     assert found.mode == "random"
     assert found.trials_to_detection == len(found.evaluations)
+
+
+def _lookup_error_bug(s: Schedule) -> bool:
+    """A planted bug like ``lookup_error_is_not_found``: on a plain provider, a write whose
+    answer is lost, then a lookup that fails (armed at once, or as the answer is lost)."""
+    if s.provider != "plain":
+        return False
+    lost = [
+        i
+        for i, f in enumerate(s.faults)
+        if f.at == "response"
+        and f.action in ("pause", "kill", "provider_fault")
+        and f.hit <= s.jobs
+    ]
+    failing = [
+        i
+        for i, f in enumerate(s.faults)
+        if f.action == "provider_fault"
+        and f.fault == "fail_lookup"
+        and f.at in ("start", "response")
+    ]
+    return any(j <= i for i in lost for j in failing)
+
+
+def test_a_bug_that_needs_a_lost_answer_and_a_failing_lookup_is_found_within_50() -> None:
+    # Each seed draws its own sequence, so the claim is over seeds: most find it, and
+    # every finding shrinks to the one fault that does both.
+    space = Space(lease_ttl_s=0.3, http_timeout_s=0.3)
+    needed = []
+    for seed in range(1, 11):
+        run, _ = _runner(lambda s, _: _lookup_error_bug(s))
+        found = Explorer(run, space, budget=50, seed=seed, confirm=Confirm(1, 1)).explore()
+        needed.append(found.examples_needed)
+        if found.finding is not None:
+            assert len(found.finding.schedule.faults) == 1, found.finding.schedule.describe()
+    assert sum(n is not None for n in needed) >= 9, needed
+    assert statistics.median(n or 51 for n in needed) <= 15, needed
