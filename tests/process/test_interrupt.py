@@ -35,10 +35,27 @@ def descendants_when_busy(proc: subprocess.Popen[str], tmp: Path) -> list[psutil
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         kids = psutil.Process(proc.pid).children(recursive=True)
-        if any(tmp.iterdir()) and any("scenarios.worker" in " ".join(k.cmdline()) for k in kids):
+        if any(tmp.iterdir()) and any("scenarios.worker" in _cmdline(k) for k in kids):
             return kids
         time.sleep(0.05)
     pytest.fail("the run never got busy")
+
+
+def _cmdline(proc: psutil.Process) -> str:
+    # A worker may exit between the listing and this read (a zombie until reaped).
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def _close(proc: subprocess.Popen[str]) -> None:
+    """Reap the run and close its stderr pipe, whatever the test's outcome was."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    if proc.stderr is not None:
+        proc.stderr.close()
 
 
 def gone_within(
@@ -56,8 +73,8 @@ def gone_within(
 
 def test_ctrl_c_stops_the_run_and_cleans_up(tmp_path: Path) -> None:
     marked = Marked(tmp_path)
+    proc = start_run(tmp_path, marked)
     try:
-        proc = start_run(tmp_path, marked)
         kids = descendants_when_busy(proc, marked.tmp)
         marked.sample()
         proc.send_signal(signal.SIGINT)
@@ -69,12 +86,13 @@ def test_ctrl_c_stops_the_run_and_cleans_up(tmp_path: Path) -> None:
         assert marked.wait_clean(10) == Leftovers()
     finally:
         marked.kill_all()
+        _close(proc)
 
 
 def test_sigkill_of_the_harness_is_cleaned_up_by_the_watchdog(tmp_path: Path) -> None:
     marked = Marked(tmp_path)
+    proc = start_run(tmp_path, marked)
     try:
-        proc = start_run(tmp_path, marked)
         kids = descendants_when_busy(proc, marked.tmp)
         marked.sample()
         proc.kill()
@@ -84,3 +102,4 @@ def test_sigkill_of_the_harness_is_cleaned_up_by_the_watchdog(tmp_path: Path) ->
         assert marked.wait_clean(10) == Leftovers()
     finally:
         marked.kill_all()
+        _close(proc)
