@@ -131,6 +131,16 @@ class Record:
     #: Job -> its attempts a kill or stop cut short before it was attempted again
     #: (:mod:`harness.oracle.interrupted`): retries the harness forced.
     cut_short: Mapping[str, int] = field(default_factory=dict)
+    #: Worker -> the consumer it works for, for the workers of a second consumer (a job
+    #: delivered twice, each consumer with a ledger of its own), from the supervisor's
+    #: note that names a worker and its consumer.
+    #: Their tokens are from their own ledger and their retries count against their own
+    #: cap; a worker not named here works for the trial's target (consumer 1).
+    consumer_of: Mapping[str, int] = field(default_factory=dict)
+
+    def consumer(self, worker_id: str | None) -> int:
+        """The consumer a write's worker works for (1: the trial's target)."""
+        return self.consumer_of.get(worker_id or "", 1)
 
     @functools.cached_property
     def writes(self) -> list[tuple[tuple[str, str], list[Arrival]]]:
@@ -181,6 +191,7 @@ def read(events: Sequence[Event]) -> Record:
     tools: dict[tuple[str, str], Mapping[str, bool]] = {}
     tools_index: dict[str, int] = {}
     identities: dict[str, str] = {}
+    consumer_of: dict[str, int] = {}
     for i, e in enumerate(events):
         if e.kind in ("arrival", "reconcile") and is_provider_event(e):
             arrival: Arrival = _load(Arrival, _ARRIVAL_FIELDS, e, i)
@@ -212,6 +223,8 @@ def read(events: Sequence[Event]) -> Record:
             e.kind == "enqueue" and e.job is not None and isinstance(e.fields.get("identity"), str)
         ):
             identities.setdefault(e.job, e.fields["identity"])
+        elif e.kind == "note" and e.source == "supervisor" and _consumer_note(e):
+            consumer_of[str(e.fields["worker"])] = int(e.fields["consumer"])
     return Record(
         arrivals=tuple(arrivals),
         effects=tuple(effects),
@@ -225,7 +238,12 @@ def read(events: Sequence[Event]) -> Record:
         tools_index=tools_index,
         job_identities=identities,
         cut_short=dict(cut_short(events)),
+        consumer_of=consumer_of,
     )
+
+
+def _consumer_note(e: Event) -> bool:
+    return isinstance(e.fields.get("consumer"), int) and isinstance(e.fields.get("worker"), str)
 
 
 def _load(cls: type[Any], names: tuple[str, ...], e: Event, i: int) -> Any:

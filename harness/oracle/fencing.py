@@ -40,6 +40,8 @@ def fenced_writes(record: Record, facts: TrialFacts) -> list[Violation]:
         sent_under = token(a)
         if a.kind != "write" or a.job_id is None or sent_under is None:
             continue
+        if record.consumer(a.worker_id) != 1:
+            continue  # a second consumer's token is from its own ledger, which is not read
         stale_by = newer_claim(a.job_id, sent_under, a.t_mono)
         if stale_by is not None:
             out.append(
