@@ -145,6 +145,8 @@ class Gate:
         self.hits: list[Hit] = []
         self._queue: deque[Hit] = deque()
         self._cond = threading.Condition()
+        #: Disarmed: a hit claimed before and delivered after is not held (nobody waits).
+        self._closed = False
 
     def matches(
         self, point: str, job: str | None, attempt: int | None, step: str | None = None
@@ -157,11 +159,23 @@ class Gate:
             and (self.step is None or step == self.step)
         )
 
-    def deliver(self, hit: Hit) -> None:
+    def deliver(self, hit: Hit) -> bool:
+        """Queue ``hit`` for :meth:`wait`; ``False`` once closed (the caller lets it go)."""
         with self._cond:
+            if self._closed:
+                return False
             self.hits.append(hit)
             self._queue.append(hit)
             self._cond.notify_all()
+            return True
+
+    def close(self) -> list[Hit]:
+        """Take no more hits; the ones held that no :meth:`wait` took, to be let go."""
+        with self._cond:
+            self._closed = True
+            left = list(self._queue)
+            self._queue.clear()
+            return left
 
     def wait(self, timeout_s: float) -> Hit:
         """The next held hit; raises :class:`RendezvousTimeout` after ``timeout_s``."""
@@ -215,11 +229,13 @@ class Holds:
                     return gate
         return None
 
-    def disarm(self, gate: Gate) -> None:
+    def disarm(self, gate: Gate) -> list[Hit]:
+        """Remove ``gate``; the hits it held that nobody took, which the caller lets go."""
         with self._lock:
             if gate in self._gates:
                 self._gates.remove(gate)
             gate.remaining = 0
+        return gate.close()
 
 
 class Rendezvous:
@@ -281,8 +297,11 @@ class Rendezvous:
         return self._holds.arm(point, job, attempt, times, step)
 
     def disarm(self, gate: Gate) -> None:
-        """Stop holding for ``gate``; hits already held stay held until resumed."""
-        self._holds.disarm(gate)
+        """Stop holding for ``gate``. Hits taken with :meth:`Gate.wait` stay held until
+        resumed; one it held that nobody took (it came as the waiter gave up) goes on, or
+        its worker would wait forever for an answer nobody will send."""
+        for hit in self._holds.disarm(gate):
+            hit.resume()
 
     def hits(self) -> list[Hit]:
         """Every hit so far, held or not, in arrival order."""
@@ -426,7 +445,8 @@ class Rendezvous:
             self._answer(conn)
         else:
             conn.held.append(hit)
-            gate.deliver(hit)
+            if not gate.deliver(hit):  # disarmed between the claim and now
+                hit.resume()
 
     def _drop(self, conn: _Conn) -> None:
         with contextlib.suppress(KeyError, ValueError):

@@ -400,6 +400,16 @@ class Trial:
         with self.phases.timed("spawn"):
             handle = self.names.start(name, start)
         self.workers[name] = handle
+        if consumer is not None:
+            # The oracle judges this worker's tokens and retries against its own ledger.
+            n = next(i for i, (t, _) in enumerate(self.consumers, 2) if t is consumer)
+            self.history.append(
+                "supervisor",
+                "note",
+                worker=name,
+                consumer=n,
+                text=f"{name} works for consumer {n}, with a ledger of its own",
+            )
         log = getattr(handle, "stderr_path", None)
         if log is not None:
             self.observer.follow_log(name, Path(log))

@@ -126,6 +126,16 @@ class Record:
     #: Job -> its attempts a kill or stop cut short before it was attempted again
     #: (:mod:`harness.oracle.interrupted`): retries the harness forced.
     cut_short: Mapping[str, int] = field(default_factory=dict)
+    #: Worker -> the consumer it works for, for the workers of a second consumer (a job
+    #: delivered twice, each consumer with a ledger of its own), from the supervisor's
+    #: note that names a worker and its consumer.
+    #: Their tokens are from their own ledger and their retries count against their own
+    #: cap; a worker not named here works for the trial's target (consumer 1).
+    consumer_of: Mapping[str, int] = field(default_factory=dict)
+
+    def consumer(self, worker_id: str | None) -> int:
+        """The consumer a write's worker works for (1: the trial's target)."""
+        return self.consumer_of.get(worker_id or "", 1)
 
     # The two indexes below are built when first asked for (citing a violation, the
     # trace): hashing every record of a clean 100,000-arrival history for them cost a
@@ -197,6 +207,7 @@ def read(events: Sequence[Event]) -> Record:
     tools: dict[tuple[str, str], Mapping[str, bool]] = {}
     tools_index: dict[str, int] = {}
     identities: dict[str, str] = {}
+    consumer_of: dict[str, int] = {}
     for i, e in enumerate(events):
         kind = e.kind
         if (kind == "arrival" or kind == "reconcile") and is_provider_event(e):
@@ -223,6 +234,8 @@ def read(events: Sequence[Event]) -> Record:
                 tools[(provider, str(tool["path"]))] = dict(tool.get("annotations", {}))
         elif kind == "enqueue" and e.job is not None and isinstance(e.fields.get("identity"), str):
             identities.setdefault(e.job, e.fields["identity"])
+        elif kind == "note" and e.source == "supervisor" and _consumer_note(e):
+            consumer_of[str(e.fields["worker"])] = int(e.fields["consumer"])
     return Record(
         arrivals=tuple(arrivals),
         effects=tuple(effects),
@@ -240,12 +253,17 @@ def read(events: Sequence[Event]) -> Record:
         # Only a signal cuts an attempt short: a history without one (a long soak run)
         # is not walked again for it.
         cut_short=dict(cut_short(events)) if _any_signal(signals, events) else {},
+        consumer_of=consumer_of,
     )
 
 
 def _any_signal(signals: Sequence[int], events: Sequence[Event]) -> bool:
     # ``signals`` misses none but a provider's event of kind signal, which none sends.
     return bool(signals) or any(e.kind == "signal" for e in events)
+
+
+def _consumer_note(e: Event) -> bool:
+    return isinstance(e.fields.get("consumer"), int) and isinstance(e.fields.get("worker"), str)
 
 
 def _job(e: Event, i: int) -> str:

@@ -47,6 +47,8 @@ def fenced_writes(record: Record, facts: TrialFacts) -> list[Violation]:
             continue
         if top.get(a.job_id, sent_under) <= sent_under:
             continue
+        if record.consumer(a.worker_id) != 1:
+            continue  # a second consumer's token is from its own ledger, which is not read
         stale_by = newer_claim(a.job_id, sent_under, a.t_mono)
         if stale_by is not None:
             out.append(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter, defaultdict
 
-from fake_providers.models import Effect
+from fake_providers.models import Arrival, Effect
 from harness.oracle.evidence import Violation, violation
 from harness.oracle.facts import Record, TrialFacts, identity, settled
 
@@ -139,17 +139,26 @@ def bounded_retries(record: Record, facts: TrialFacts) -> list[Violation]:
     if limit is None:
         return _retries_stop(record, facts)
     out = []
-    for (provider, job), writes in record.writes:
-        if len(writes) > limit:
-            out.append(
-                violation(
-                    "bounded_retries",
-                    job,
-                    f"{len(writes)} writes for {job} reached {provider}; the maximum is {limit}",
-                    record,
-                    arrivals=writes,
+    for (provider, job), every in record.writes:
+        if len(every) <= limit:
+            continue  # no consumer's share can be past the cap: most jobs end here
+        # Each consumer of a job delivered twice is held to its own cap.
+        by_consumer: dict[int, list[Arrival]] = defaultdict(list)
+        for w in every:
+            by_consumer[record.consumer(w.worker_id)].append(w)
+        for consumer, writes in sorted(by_consumer.items()):
+            if len(writes) > limit:
+                of = "" if consumer == 1 else f" from consumer {consumer}"
+                out.append(
+                    violation(
+                        "bounded_retries",
+                        job,
+                        f"{len(writes)} writes{of} for {job} reached {provider}; "
+                        f"the maximum is {limit}",
+                        record,
+                        arrivals=writes,
+                    )
                 )
-            )
     for j in facts.job_states or ():
         # A worker that counts claims counts the ones a fault ended too: those retries
         # were the harness's, and a write-capped worker rightly makes them.

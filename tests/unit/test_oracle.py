@@ -521,3 +521,32 @@ def test_single_step_jobs_are_not_held_to_steps() -> None:
     # A second delivery under the same key after the commit is the provider's to absorb.
     again = write(2.0, committed=False, replayed=True)
     assert run([write(1.0), again], ledger=[done()]) == set()
+
+
+def consumer_worker(t: float, worker: str, consumer: int = 2) -> Event:
+    return Event(t, "supervisor", "note", fields={"worker": worker, "consumer": consumer})
+
+
+def test_a_second_consumers_writes_are_judged_against_its_own_ledger_and_cap() -> None:
+    # explore's shrunk false alarm on the reference worker: two refused writes, a third
+    # held at arrival while the job is delivered to a second consumer with a ledger of its
+    # own; its worker w2 claims token 1 there and writes once (the key protects it).
+    first = [
+        write(1.0, fencing_token="1", status=503, committed=False),
+        write(2.0, fencing_token="2", status=503, committed=False),
+        write(3.0, fencing_token="3"),
+    ]
+    duplicate = write(3.5, fencing_token="1", worker_id="w2", status=409, committed=False)
+    claims = [claim(0.5, 1, "w1"), claim(1.5, 2, "w1"), claim(2.5, 3, "w1")]
+    arrivals = [*first, duplicate]
+    ledger = [done(attempts=3)]
+    assert run(arrivals, *claims, consumer_worker(3.2, "w2"), ledger=ledger) == set()
+    # Unmarked, w2 reads as a stale writer of the first ledger over its cap.
+    assert run(arrivals, *claims, ledger=ledger) == {"fenced_writes", "bounded_retries"}
+    # The second consumer is held to the cap on its own writes.
+    more = [
+        write(3.6 + i / 10, fencing_token="1", worker_id="w2", status=503, committed=False)
+        for i in range(4)
+    ]
+    found = run([*first, *more], *claims, consumer_worker(3.2, "w2"), ledger=ledger)
+    assert found == {"bounded_retries"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from harness.contract.errors import ConfigError, RendezvousTimeout
@@ -86,3 +88,59 @@ def test_socket_path_over_the_limit_is_refused_before_binding() -> None:
     long_path = "/tmp/" + "d" * 120 + "/fp.sock"
     with pytest.raises(ConfigError, match="UNIX socket limit"):
         Rendezvous(long_path)
+
+
+class _Wire:
+    """Stands in for a worker's socket: records the answers sent to it."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def sendall(self, data: bytes) -> None:
+        self.sent.append(data)
+
+
+def _wired_conn() -> tuple[_Conn, _Wire]:
+    conn = _Conn.__new__(_Conn)  # no socket: the wire records what a worker would read
+    wire = _Wire()
+    conn.sock = wire  # type: ignore[assignment]
+    conn.lock = threading.Lock()
+    conn.closed = threading.Event()
+    conn.held = []
+    return conn, wire
+
+
+def test_disarm_lets_go_a_hit_held_that_nobody_took() -> None:
+    # The waiter gave up on its deadline just as a worker came: without the let-go the
+    # worker waits for an answer forever and its job never ends (a trial left
+    # inconclusive by the harness, not the worker).
+    rendezvous = Rendezvous.__new__(Rendezvous)
+    rendezvous._holds = Holds()
+    gate = rendezvous.hold("before_external_call")
+    conn, wire = _wired_conn()
+    assert rendezvous._holds.claim("before_external_call", "j-1", 1) is gate
+    gate.deliver(Hit("before_external_call", "j-1", 1, 10, 1.0, True, conn))
+    rendezvous.disarm(gate)
+    assert wire.sent == [b'{"action": "continue"}\n']
+
+
+def test_a_hit_claimed_before_disarm_and_delivered_after_is_refused() -> None:
+    holds = Holds()
+    gate = holds.arm("p", None, None, 1)
+    assert holds.claim("p", "j-1", 1) is gate
+    assert holds.disarm(gate) == []
+    conn, _ = _wired_conn()
+    assert gate.deliver(Hit("p", "j-1", 1, 10, 1.0, True, conn)) is False
+    with pytest.raises(RendezvousTimeout):
+        gate.wait(0)
+
+
+def test_hits_taken_before_disarm_stay_held() -> None:
+    holds = Holds()
+    gate = holds.arm("p", None, None, 2)
+    conn, wire = _wired_conn()
+    gate.deliver(Hit("p", "j-1", 1, 10, 1.0, True, conn))
+    taken = gate.wait(0)
+    assert holds.disarm(gate) == []
+    assert not taken._resumed
+    assert wire.sent == []
