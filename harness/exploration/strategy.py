@@ -96,7 +96,9 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
             ),
         ),
         (3, provider_fault(st.just("start"))),
-        (3, st.builds(FaultStep, at=points, action=st.just("pause"), hit=hits, duration_s=pause_s)),
+        # A stop drawn a little more often than the provider faults: a stop before the call
+        # is the only way to a stale token, and one kind of fault reaches it.
+        (4, st.builds(FaultStep, at=points, action=st.just("pause"), hit=hits, duration_s=pause_s)),
         (
             1,
             st.builds(
@@ -112,8 +114,9 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
         # A provider fault armed while a write is held. At "response" the write's answer
         # is lost as well, so the next request is the reconcile's lookup: a failing
         # lookup comes first and most often there.
-        (4, provider_fault(st.just("response"), st.sampled_from(_AFTER_LOST_RESPONSE), twice)),
-        (1, provider_fault(st.just("commit"), hit=twice)),
+        # Weight 3, and none armed at "commit": each weight taken here is taken from the
+        # kinds a stop before the call and a conflicting retry need.
+        (3, provider_fault(st.just("response"), st.sampled_from(_AFTER_LOST_RESPONSE), twice)),
         # At "response" the answer is lost whatever else happens: a pause of 0 s there
         # is the plain lost response (a reset after commit); at "commit" it is a stall.
         (

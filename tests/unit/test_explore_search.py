@@ -6,6 +6,8 @@ import itertools
 import statistics
 from collections.abc import Callable
 
+import pytest
+
 from harness.exploration.search import (
     FAILING,
     FLAKY,
@@ -148,16 +150,38 @@ def _lookup_error_bug(s: Schedule) -> bool:
     return any(j <= i for i in lost for j in failing)
 
 
-def test_a_bug_that_needs_a_lost_answer_and_a_failing_lookup_is_found_within_50() -> None:
-    # Each seed draws its own sequence, so the claim is over seeds: most find it, and
-    # every finding shrinks to the one fault that does both.
+def _stale_token_bug(s: Schedule) -> bool:
+    """Like ``lease_checked_only_at_claim``: a stop before the call, past the lease."""
+    return any(
+        f.action == "pause" and f.at == "before_external_call" and f.hit == 1 and f.duration_s > 0.3
+        for f in s.faults
+    )
+
+
+def _new_key_on_conflict_bug(s: Schedule) -> bool:
+    """Like ``conflict_409_new_key``: the job delivered again to an idempotent provider."""
+    return s.provider == "idempotent" and any(f.action == "duplicate" for f in s.faults)
+
+
+@pytest.mark.parametrize(
+    ("bug", "found_at_least", "median_at_most"),
+    [(_lookup_error_bug, 8, 30), (_stale_token_bug, 8, 15), (_new_key_on_conflict_bug, 6, 30)],
+    ids=["lost_answer_then_failing_lookup", "stop_before_the_call", "duplicate_delivery"],
+)
+def test_each_kind_a_mutant_needs_is_found_within_50(
+    bug: Callable[[Schedule], bool], found_at_least: int, median_at_most: int
+) -> None:
+    # The weights share one draw: a kind drawn more often makes the others rarer, so the
+    # balance is asserted over the bugs that each need one rare kind. Each seed draws its
+    # own sequence, so the claim is over seeds: most find it, and every finding shrinks
+    # to at most three faults (a fault armed at once and a lost answer is a minimum too).
     space = Space(lease_ttl_s=0.3, http_timeout_s=0.3)
     needed = []
     for seed in range(1, 11):
-        run, _ = _runner(lambda s, _: _lookup_error_bug(s))
+        run, _ = _runner(lambda s, _: bug(s))
         found = Explorer(run, space, budget=50, seed=seed, confirm=Confirm(1, 1)).explore()
         needed.append(found.examples_needed)
         if found.finding is not None:
-            assert len(found.finding.schedule.faults) == 1, found.finding.schedule.describe()
-    assert sum(n is not None for n in needed) >= 9, needed
-    assert statistics.median(n or 51 for n in needed) <= 15, needed
+            assert len(found.finding.schedule.faults) <= 3, found.finding.schedule.describe()
+    assert sum(n is not None for n in needed) >= found_at_least, needed
+    assert statistics.median(n or 51 for n in needed) <= median_at_most, needed
