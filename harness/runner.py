@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.backends.base import Backend
 from harness.contract.errors import ToxiproxyUnavailable
@@ -29,6 +29,27 @@ if TYPE_CHECKING:
     from harness.network.seam import NetworkSeam
 
 Progress = Callable[[TrialResult], None]
+
+
+class Gate(Protocol):
+    """A run's say over which cells start, and when (``harness.killgate`` is one).
+
+    ``admit`` and ``record`` are called on the trial threads, so an implementation
+    guards its own state. ``record`` runs on the thread that ran the trial, before that
+    thread takes another cell: what a result decides holds for the very next start.
+    """
+
+    def order(self, cells: Sequence[Cell]) -> Sequence[Cell]:
+        """The cells in the order they are to start (results keep the run's own order)."""
+        ...
+
+    def admit(self, cell: Cell) -> str | None:
+        """Just before ``cell`` starts: the reason to skip it, or None to run it."""
+        ...
+
+    def record(self, result: TrialResult) -> None:
+        """A cell's result, as soon as it is known (skipped ones too)."""
+        ...
 
 
 @dataclass
@@ -52,6 +73,8 @@ class RunSpec:
     #: Set on Ctrl-C: this run's trials stop waiting and tear down. One per run, so a
     #: later run in the same process starts clear.
     abort: threading.Event = field(default_factory=threading.Event)
+    #: The order cells start in and whether each still should (None: all, in order).
+    gate: Gate | None = None
 
 
 def skipped_result(cell: Cell, seed: int, reason: str) -> TrialResult:
@@ -73,6 +96,9 @@ def run_one(spec: RunSpec, cell: Cell) -> TrialResult:
     driver = driver_for(cell.scenario.name, cell.point)
     if cell.id in spec.skipped:
         return skipped_result(cell, seed, spec.skipped[cell.id])
+    refused = spec.gate.admit(cell) if spec.gate is not None else None
+    if refused is not None:
+        return skipped_result(cell, seed, refused)
     try:
         network = spec.make_network(cell) if spec.make_network is not None else None
     except ToxiproxyUnavailable as exc:
@@ -105,19 +131,31 @@ def run_one(spec: RunSpec, cell: Cell) -> TrialResult:
             network.close()
 
 
+def _run_recorded(spec: RunSpec, cell: Cell) -> TrialResult:
+    result = run_one(spec, cell)
+    if spec.gate is not None:
+        spec.gate.record(result)
+    return result
+
+
 def run_cells(spec: RunSpec, *, progress: Progress | None = None) -> list[TrialResult]:
-    """Run every cell; results come back in the cells' order whatever the pool did."""
+    """Run every cell (the gate's order, if any; it may skip some); results come back in
+    the cells' order whatever the pool did."""
     results: dict[str, TrialResult] = {}
+    # The pool takes its queue first in, first out: the submission order is the start order.
+    todo = spec.gate.order(spec.cells) if spec.gate is not None else spec.cells
+    if sorted(c.id for c in todo) != sorted(c.id for c in spec.cells):
+        raise ValueError("a gate's order must hold the run's cells, each once")
     if spec.jobs <= 1:
-        for cell in spec.cells:
-            r = run_one(spec, cell)
+        for cell in todo:
+            r = _run_recorded(spec, cell)
             results[cell.id] = r
             if progress:
                 progress(r)
         return [results[c.id] for c in spec.cells]
     pool = ThreadPoolExecutor(max_workers=spec.jobs, thread_name_prefix="trial")
     try:
-        futures = {pool.submit(run_one, spec, c): c for c in spec.cells}
+        futures = {pool.submit(_run_recorded, spec, c): c for c in todo}
         for fut in as_completed(futures):
             r = fut.result()
             results[futures[fut].id] = r
