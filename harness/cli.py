@@ -268,18 +268,29 @@ def run(config_path: Path | None, target: str, mutant: str | None, repeat: int, 
     )
 
 
-@main.command()
+@main.command(
+    epilog="\b\nExamples:\n"
+    "  crashpoint selftest              # each mutant until it is caught\n"
+    "  crashpoint selftest --full       # every cell of every mutant"
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Run every cell of every mutant, not only until each is caught: the complete kill matrix.",
+)
 @_matrix_options
-def selftest(**kw: Any) -> None:
+def selftest(full: bool, **kw: Any) -> None:
     """Run the reference worker and every mutant: kill matrix.
 
     Exit 0 when the correct worker holds every cell and each mutant is caught by at
-    least one: the harness is only as good as the bugs it catches.
+    least one: the harness is only as good as the bugs it catches. The correct worker
+    runs every cell; a mutant caught by the invariant it predicts runs no more of its
+    cells (they are reported skipped) unless --full.
     """
     from harness.commands.matrix import MatrixOptions
     from harness.commands.selftest import selftest_command
 
-    sys.exit(selftest_command(MatrixOptions(**kw)))
+    sys.exit(selftest_command(MatrixOptions(**kw), full=full))
 
 
 @main.command()

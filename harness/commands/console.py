@@ -143,7 +143,12 @@ def print_kill_matrix(doc: Mapping[str, Any]) -> None:
     for s in scenarios:
         table.add_column(_short(s), justify="center")
     table.add_column("caught by")
-    glyph = {"killed": "[red]✗[/]", "survived": "[dim]·[/]", "inconclusive": "[yellow]?[/]"}
+    glyph = {
+        "killed": "[red]✗[/]",
+        "survived": "[dim]·[/]",
+        "inconclusive": "[yellow]?[/]",
+        "not run": "[dim]-[/]",
+    }
     for name, row in km["mutants"].items():
         cells = [glyph.get(row["scenarios"].get(s, ""), "") for s in scenarios]
         verdict = ", ".join(row["invariants"]) if row["killed"] else "[bold red]SURVIVED[/]"
@@ -152,6 +157,12 @@ def print_kill_matrix(doc: Mapping[str, Any]) -> None:
         table.add_row(name, *cells, verdict)
     console.print(table)
     console.print("columns: " + ", ".join(f"{_short(s)} = {s}" for s in scenarios))
+    not_run = sum(r.get("not_run", 0) for r in km["mutants"].values())
+    if km.get("mode") == "until_killed":
+        console.print(
+            f"each mutant ran until caught: {not_run} of its trials not run (-); "
+            "--full runs every cell"
+        )
     c = km["correct_worker"]
     killed = sum(1 for r in km["mutants"].values() if r["killed"])
     console.print(

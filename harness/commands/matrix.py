@@ -14,7 +14,7 @@ from harness.contract.vocabulary import ExitCode
 from harness.infra import RunInfra
 from harness.plan import Cell, select_cells
 from harness.results import results_document
-from harness.runner import RunSpec, run_cells
+from harness.runner import Gate, RunSpec, run_cells
 from harness.trial import TrialConfig
 from harness.verdict import TrialResult
 
@@ -86,9 +86,11 @@ def run_matrix(
     target: dict[str, Any],
     replay_prefix: Sequence[str] = (),
     label: str | None = None,
+    gate: Gate | None = None,
 ) -> dict[str, Any]:
     """Run ``cells`` once and return the results document."""
     spec = infra.spec(cells, seed=seed, config=config, command=command, jobs=jobs, target=target)
+    spec.gate = gate
     spec.replay_flags = [*replay_prefix, *spec.replay_flags]
     started = time.time()
     results = execute(spec, label=label or command)

@@ -1,5 +1,9 @@
 """``crashpoint selftest``: the correct worker must hold every cell, and every mutant must
-be killed by some cell."""
+be killed by some cell.
+
+By default a mutant stops once a trial caught it by the invariant it predicts (its other
+cells are recorded as skipped, ``harness.killgate``); ``--full`` runs every cell of every
+mutant for the complete kill matrix. The correct worker runs all its cells either way."""
 
 from __future__ import annotations
 
@@ -11,12 +15,13 @@ from harness.commands.matrix import MatrixOptions, run_matrix, trial_config, wor
 from harness.commands.outputs import keep_run
 from harness.contract.vocabulary import ExitCode, Verdict
 from harness.infra import RunInfra
+from harness.killgate import StopWhenKilled
 from harness.killmatrix import kill_matrix
 from harness.results import exit_code, summarize
 from scenarios.mutants import MUTANTS
 
 
-def selftest_command(opts: MatrixOptions) -> int:
+def selftest_command(opts: MatrixOptions, *, full: bool = False) -> int:
     seed = opts.seed if opts.seed is not None else random.randrange(2**31)
     # One crash signal is enough to tell mutants apart; the full run covers SIGTERM.
     opts = replace(opts, signals=opts.signals or ("SIGKILL", "SIGSTOP"))
@@ -35,8 +40,11 @@ def selftest_command(opts: MatrixOptions) -> int:
             command="selftest",
             jobs=opts.jobs,
             target={"name": "reference", "kind": "reference", "mutant": None},
+            gate=None if full else StopWhenKilled(MUTANTS),
         )
-    doc["kill_matrix"] = kill_matrix(doc["trials"], MUTANTS)
+    doc["kill_matrix"] = kill_matrix(
+        doc["trials"], MUTANTS, mode="full" if full else "until_killed"
+    )
     out, kept = keep_run(doc, opts.out)
     print_kill_matrix(doc)
     correct = [t for t in doc["trials"] if t["mutant"] is None]
