@@ -130,6 +130,8 @@ def _kill_matrix(km: KillMatrix) -> dict[str, Any]:
             for m in km.mutants
         }
     }
+    if km.mode is not None:
+        out["mode"] = km.mode
     if km.correct_trials is not None or km.correct_violations is not None:
         out["correct_worker"] = {
             "trials": km.correct_trials,

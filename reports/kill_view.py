@@ -2,7 +2,8 @@
 
 A cell is ``killed`` when one of the mutant's killing trials belongs to that scenario,
 ``survived`` when the mutant ran there without being caught, ``None`` when it did not
-run there at all. A trial's scenario is its ``scenario`` field, never read from its id
+run there at all (its trials there, if any, were skipped: a selftest stops a mutant once
+it is caught). A trial's scenario is its ``scenario`` field, never read from its id
 (a mutant's trial ids start with the mutant). A killing trial these results do not hold
 is listed in its row, in no column.
 """
@@ -46,6 +47,7 @@ class KillView:
     total: int
     correct_trials: int | None
     correct_violations: int | None
+    mode: str | None = None
 
 
 def build_kill_view(results: Results, link: Callable[[Trial], str]) -> KillView | None:
@@ -61,7 +63,8 @@ def build_kill_view(results: Results, link: Callable[[Trial], str]) -> KillView 
         links = tuple(
             KillLink(i, link(by_id[i]) if i in by_id else None) for i in dict.fromkeys(m.by)
         )
-        ran = {t.scenario for t in results.trials if t.mutant == m.name}
+        # A skipped trial (no Toxiproxy, or the mutant already killed) did not run there.
+        ran = {t.scenario for t in results.trials if t.mutant == m.name and t.status != "skipped"}
         cells = []
         for scenario in scenarios:
             here = tuple(lk for lk in links if _scenario(by_id, lk.trial_id) == scenario)
@@ -77,6 +80,7 @@ def build_kill_view(results: Results, link: Callable[[Trial], str]) -> KillView 
         total=len(km.mutants),
         correct_trials=km.correct_trials,
         correct_violations=km.correct_violations,
+        mode=km.mode,
     )
 
 

@@ -112,10 +112,14 @@ def _merge_kill_matrices(matrices: Sequence[KillMatrix | None]) -> KillMatrix | 
             )
     trials = [m.correct_trials for m in present if m.correct_trials is not None]
     violations = [m.correct_violations for m in present if m.correct_violations is not None]
+    # Complete only if every part ran every cell; unsaid if some part does not say.
+    modes = {m.mode for m in present}
+    mode = "until_killed" if "until_killed" in modes else modes.pop() if len(modes) == 1 else None
     return KillMatrix(
         mutants=tuple(mutants.values()),
         correct_trials=sum(trials) if trials else None,
         correct_violations=sum(violations) if violations else None,
+        mode=mode,
     )
 
 

@@ -228,6 +228,8 @@ class KillMatrix:
     mutants: tuple[MutantResult, ...]
     correct_trials: int | None = None
     correct_violations: int | None = None
+    #: "until_killed": each mutant stopped once caught; "full": every cell ran; None: unsaid.
+    mode: str | None = None
 
     @property
     def killed(self) -> int:

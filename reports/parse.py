@@ -322,6 +322,7 @@ def _kill_matrix(r: _Reader, value: object) -> KillMatrix:
         mutants=tuple(out),
         correct_trials=r.opt(correct, "trials", "kill_matrix.correct_worker", int),
         correct_violations=r.opt(correct, "violations", "kill_matrix.correct_worker", int),
+        mode=r.opt(data, "mode", "kill_matrix", str),
     )
 
 

@@ -317,6 +317,35 @@ def test_kill_view_cells_per_scenario() -> None:
     assert build_kill_view(load_results(FIXTURES / "run_small.json"), str) is None
 
 
+def test_a_selftest_that_stopped_a_mutant_shows_its_skipped_cells_not_run(
+    tmp_path: Path,
+) -> None:
+    selftest = load_results(FIXTURES / "selftest.json")
+    assert selftest.kill_matrix is not None
+    assert selftest.kill_matrix.mode == "full"
+    held = "fresh_key_per_attempt.crash_before_external_call."
+    stopped = tuple(
+        dataclasses.replace(t, verdict="skipped", reason="mutant already killed by x")
+        if t.id.startswith(held)
+        else t
+        for t in selftest.trials
+    )
+    assert stopped != selftest.trials
+    fast = dataclasses.replace(
+        selftest,
+        trials=stopped,
+        kill_matrix=dataclasses.replace(selftest.kill_matrix, mode="until_killed"),
+    )
+    view = build_kill_view(fast, lambda t: t.key)
+    assert view is not None
+    row = next(r for r in view.rows if r.mutant.name == "fresh_key_per_attempt")
+    assert [c.status for c in row.cells] == ["killed", None, "killed"]  # not "survived"
+    write_html(fast, tmp_path)
+    assert 'data-kill-mode="until_killed"' in (tmp_path / "kill-matrix.html").read_text("utf-8")
+    write_html(selftest, tmp_path)
+    assert "data-kill-mode" not in (tmp_path / "kill-matrix.html").read_text("utf-8")
+
+
 def test_a_mutants_trials_land_in_their_scenarios_columns() -> None:
     # A mutant's trial id starts with the mutant (harness.plan.Cell.id), not the scenario.
     selftest = load_results(FIXTURES / "selftest.json")

@@ -102,6 +102,33 @@ def test_kill_matrices_merge_by_mutant() -> None:
     assert by_name["ack_before_effect"].by == ("x.idempotent.SIGKILL",)
 
 
+@pytest.mark.parametrize(
+    ("modes", "merged"),
+    [
+        (("full", "full"), "full"),
+        (("full", "until_killed"), "until_killed"),
+        (("full", None), None),
+    ],
+)
+def test_a_merged_kill_matrix_is_complete_only_if_every_part_was(
+    modes: tuple[str | None, str | None], merged: str | None
+) -> None:
+    selftest = load_results(FIXTURES / "selftest.json")
+    assert selftest.kill_matrix is not None
+    parts = [
+        dataclasses.replace(
+            selftest,
+            run_id=f"r{i}",
+            trials=selftest.trials[i::2],
+            kill_matrix=dataclasses.replace(selftest.kill_matrix, mode=mode),
+        )
+        for i, mode in enumerate(modes)
+    ]
+    km = merge(parts).kill_matrix
+    assert km is not None
+    assert km.mode == merged
+
+
 def test_merge_of_nothing_is_an_error() -> None:
     with pytest.raises(ConfigError, match="no results given"):
         merge([])
