@@ -143,9 +143,11 @@ def run_cells(spec: RunSpec, *, progress: Progress | None = None) -> list[TrialR
     the cells' order whatever the pool did."""
     results: dict[str, TrialResult] = {}
     # The pool takes its queue first in, first out: the submission order is the start order.
-    todo = spec.gate.order(spec.cells) if spec.gate is not None else spec.cells
-    if sorted(c.id for c in todo) != sorted(c.id for c in spec.cells):
-        raise ValueError("a gate's order must hold the run's cells, each once")
+    todo = spec.cells
+    if spec.gate is not None:
+        todo = spec.gate.order(spec.cells)
+        if sorted(c.id for c in todo) != sorted(c.id for c in spec.cells):
+            raise ValueError("a gate's order must hold the run's cells, each once")
     if spec.jobs <= 1:
         for cell in todo:
             r = _run_recorded(spec, cell)
