@@ -33,22 +33,27 @@ def likeliest_first(cells: Sequence[Cell], mutant: Mutant | None) -> list[Cell]:
     )
 
 
-def start_order(cells: Sequence[Cell], mutants: Mapping[str, Mutant]) -> list[Cell]:
-    """Round robin: the correct worker's next cell, then each mutant's next likeliest one.
+def start_order(
+    cells: Sequence[Cell], mutants: Mapping[str, Mutant], *, width: int = 1
+) -> list[Cell]:
+    """Rounds: each mutant's next likeliest cell, then ``width`` of the correct worker's.
 
-    Every mutant's best chances come in the first rounds, two cells of one mutant seldom
-    run side by side (one may kill the other's reason to run), and the correct worker's
-    cells, which all run, are spread through the run to keep the pool busy to its end.
+    Every mutant's best chances come in the first rounds. With ``width`` trials at once,
+    the correct worker's cells (which all run) between two rounds let a mutant's trial
+    end, and its kill stop the rest, before its next cell comes up; once they are used
+    up the rounds follow each other directly.
     """
     queues: dict[str | None, list[Cell]] = {None: []}
     for c in cells:
         queues.setdefault(c.mutant, []).append(c)
-    lanes = [queues.pop(None)]
-    lanes += [likeliest_first(own, mutants.get(name or "")) for name, own in queues.items()]
+    correct = queues.pop(None)
+    lanes = [likeliest_first(own, mutants.get(name or "")) for name, own in queues.items()]
     out: list[Cell] = []
-    for i in range(max(len(lane) for lane in lanes)):
+    for i in range(max((len(lane) for lane in lanes), default=0)):
         out += [lane[i] for lane in lanes if i < len(lane)]
-    return out
+        out += correct[:width]
+        del correct[:width]
+    return out + correct
 
 
 def caught_as_predicted(result: TrialResult, mutant: Mutant) -> bool:
@@ -67,8 +72,8 @@ class StopWhenKilled:
         #: mutant -> the id of the trial that first caught it by its invariant
         self._killed_by: dict[str, str] = {}
 
-    def order(self, cells: Sequence[Cell]) -> list[Cell]:
-        return start_order(cells, self._mutants)
+    def order(self, cells: Sequence[Cell], width: int) -> list[Cell]:
+        return start_order(cells, self._mutants, width=width)
 
     def admit(self, cell: Cell) -> str | None:
         if cell.mutant is None:

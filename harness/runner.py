@@ -39,8 +39,9 @@ class Gate(Protocol):
     thread takes another cell: what a result decides holds for the very next start.
     """
 
-    def order(self, cells: Sequence[Cell]) -> Sequence[Cell]:
-        """The cells in the order they are to start (results keep the run's own order)."""
+    def order(self, cells: Sequence[Cell], width: int) -> Sequence[Cell]:
+        """The cells in the order they are to start, ``width`` at a time (results keep
+        the run's own order)."""
         ...
 
     def admit(self, cell: Cell) -> str | None:
@@ -145,7 +146,7 @@ def run_cells(spec: RunSpec, *, progress: Progress | None = None) -> list[TrialR
     # The pool takes its queue first in, first out: the submission order is the start order.
     todo = spec.cells
     if spec.gate is not None:
-        todo = spec.gate.order(spec.cells)
+        todo = spec.gate.order(spec.cells, max(1, spec.jobs))
         if sorted(c.id for c in todo) != sorted(c.id for c in spec.cells):
             raise ValueError("a gate's order must hold the run's cells, each once")
     if spec.jobs <= 1:

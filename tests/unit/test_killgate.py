@@ -59,17 +59,25 @@ def test_a_mutants_exposing_scenario_and_own_provider_come_first() -> None:
     assert own[0].scenario.name != mutant.exposed_by, "the plan's own order differs"
 
 
-def test_start_order_takes_the_correct_worker_and_each_mutant_in_turn() -> None:
+def test_start_order_takes_each_mutant_in_turn_then_the_correct_worker() -> None:
     todo = plan("ack_before_effect", "key_persisted_after_call")
-    order = start_order(todo, MUTANTS)
+    correct = [c for c in todo if c.mutant is None]
+    assert len(correct) == 6
+    order = start_order(todo, MUTANTS, width=3)
     assert sorted(c.id for c in order) == sorted(c.id for c in todo)
-    lanes = [c.mutant for c in order[:6]]
-    assert lanes == [None, "ack_before_effect", "key_persisted_after_call"] * 2
+    lanes = [c.mutant for c in order]
+    ack, kpac = "ack_before_effect", "key_persisted_after_call"
+    # Rounds of one cell per mutant, the width of the pool of correct cells between them.
+    assert lanes[:10] == [ack, kpac, None, None, None] * 2
+    assert set(lanes[10:]) == {ack, kpac}, "the correct worker's cells are used up"
     # Each mutant's turn starts with its likeliest killer.
-    assert order[1].scenario.name == "crash_before_external_call"
-    assert (order[2].scenario.name, order[2].provider) == ("crash_after_external_success", "plain")
-    correct = [c for c in order if c.mutant is None]
-    assert correct == [c for c in todo if c.mutant is None], "the correct worker keeps its order"
+    assert order[0].scenario.name == "crash_before_external_call"
+    assert (order[1].scenario.name, order[1].provider) == ("crash_after_external_success", "plain")
+    assert [c for c in order if c.mutant is None] == correct, "the correct worker keeps its order"
+
+
+def test_start_order_without_mutants_is_the_correct_workers_plan() -> None:
+    assert start_order(plan(), MUTANTS, width=2) == plan()
 
 
 def test_a_mutant_caught_as_predicted_runs_no_more_cells() -> None:
@@ -192,7 +200,7 @@ def test_without_a_gate_every_cell_runs(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_a_gate_that_loses_a_cell_is_refused() -> None:
     class Lossy(StopWhenKilled):
-        def order(self, cells: Sequence[Cell]) -> list[Cell]:
+        def order(self, cells: Sequence[Cell], width: int) -> list[Cell]:
             return list(cells[1:])
 
     with pytest.raises(ValueError, match="each once"):
