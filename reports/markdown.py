@@ -126,6 +126,12 @@ def markdown_summary(results: Results) -> str:
                 f"Correct worker: {km.correct_trials} trials, "
                 f"{km.correct_violations or 0} violations.",
             ]
+        if km.mode == "until_killed":
+            lines += [
+                "",
+                "Each mutant ran until a trial caught it by the invariant it predicts; its "
+                "other cells were skipped (`crashpoint selftest --full` runs them all).",
+            ]
         lines.append("")
     return "\n".join(lines)
 

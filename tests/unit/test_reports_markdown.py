@@ -34,6 +34,16 @@ def test_summary_of_a_selftest_has_the_kill_matrix() -> None:
     assert "### Kill matrix: 2 of 3 mutants killed" in text
     assert "| `ack_before_effect` | ❌ survived | `nothing_lost` | — |" in text
     assert "Correct worker: 3 trials, 0 violations." in text
+    assert "--full" not in text, "a full selftest says nothing of skipped cells"
+
+
+def test_summary_of_a_selftest_that_stopped_mutants_says_so() -> None:
+    selftest = load_results(FIXTURES / "selftest.json")
+    assert selftest.kill_matrix is not None
+    fast = dataclasses.replace(
+        selftest, kill_matrix=dataclasses.replace(selftest.kill_matrix, mode="until_killed")
+    )
+    assert "`crashpoint selftest --full` runs them all" in markdown_summary(fast)
 
 
 def test_md_escaping() -> None:
