@@ -25,12 +25,13 @@ def cli() -> list[str]:
 
 
 def run(
-    args: list[str], scratch: Path, *, timeout_s: float = CLI_TIMEOUT_S
+    args: list[str], scratch: Path, *, timeout_s: float = CLI_TIMEOUT_S, command: str = "run"
 ) -> subprocess.CompletedProcess[str]:
-    """``crashpoint run ARGS`` with trial directories under ``scratch`` (TMPDIR)."""
+    """``crashpoint COMMAND ARGS`` (``run`` unless told) with trial directories under
+    ``scratch`` (TMPDIR)."""
     env = {**os.environ, "TMPDIR": str(scratch)}
     return subprocess.run(
-        [*cli(), "run", *args],
+        [*cli(), command, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -1,11 +1,17 @@
 """The harness catches every mutant it claims to, by the invariant the mutant predicts,
-and the correct worker holds the very same cells (so no catch is a false positive)."""
+and the correct worker holds the very same cells (so no catch is a false positive).
+``crashpoint selftest`` stops a mutant once it is caught; ``--full`` runs every cell."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
+from clikit import results, run
 from trialkit import describe, run_cell
 
+from harness.contract.vocabulary import ExitCode
 from scenarios.mutants import MUTANTS
 
 pytestmark = pytest.mark.process
@@ -160,3 +166,85 @@ def test_network_cell_kills_mutant(mutant: str) -> None:
     assert any(e["kind"] == "toxic_on" for e in r.events)
     held = run_cell(*NETWORK_KILLS[mutant])
     assert held.verdict == "held", describe(held)
+
+
+CELL = ".plain.SIGKILL.sqlite.process"
+#: Two cells per worker: key_persisted_after_call (plain) dies in the first, its exposing
+#: scenario, so its second is one not to run.
+SMALL = [
+    "--scenario",
+    "crash_after_external_success",
+    "--scenario",
+    "crash_before_external_call",
+    "--provider",
+    "plain",
+    "--signal",
+    "SIGKILL",
+    "--seed",
+    "5",
+]
+KILLER = "key_persisted_after_call.crash_after_external_success.after_external_call" + CELL
+SPARED = "key_persisted_after_call.crash_before_external_call.before_external_call" + CELL
+
+
+def _selftest(scratch: Path, out: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    args = (*SMALL, *args, "--out", str(out))
+    done = run(list(args), scratch, timeout_s=600, command="selftest")
+    assert (out / "results.json").is_file(), done.stderr[-3000:]
+    return done.returncode, results(out)
+
+
+def _outcomes(doc: dict[str, Any]) -> dict[str, tuple[bool, bool]]:
+    rows = doc["kill_matrix"]["mutants"]
+    return {name: (row["killed"], row["caught_as_expected"]) for name, row in rows.items()}
+
+
+def test_selftest_runs_no_more_of_a_mutant_once_it_is_caught_and_full_runs_all(
+    scratch: Path, tmp_path: Path
+) -> None:
+    # One trial at a time: the kill is recorded before any later cell is considered.
+    code, doc = _selftest(scratch, tmp_path / "fast", "-j", "1")
+    km = doc["kill_matrix"]
+    assert km["mode"] == "until_killed"
+    by_id = {t["id"]: t for t in doc["trials"]}
+    correct = [t for t in doc["trials"] if t["mutant"] is None]
+    assert [t["verdict"] for t in correct] == ["held", "held"], "the correct worker runs in full"
+    assert km["correct_worker"] == {"trials": 2, "violations": 0, "inconclusive": 0}
+
+    row = km["mutants"]["key_persisted_after_call"]
+    assert row["killed"], row
+    assert row["caught_as_expected"], row
+    assert row["by"] == [KILLER]
+    assert row["scenarios"] == {
+        "crash_after_external_success": "killed",
+        "crash_before_external_call": "not run",
+    }
+    assert (row["trials"], row["not_run"]) == (2, 1)
+    spared = by_id[SPARED]
+    assert spared["verdict"] == "skipped", spared
+    assert spared["reason"] == f"mutant already killed by {KILLER}"
+    assert spared["events"] == [], "the spared cell never started"
+    # Every cell of the plan is a trial; each one not run names a kill of its own mutant
+    # by the invariant that mutant predicts.
+    assert len(doc["trials"]) == 2 * (1 + len(MUTANTS))
+    for t in doc["trials"]:
+        if t["verdict"] == "skipped":
+            killer = by_id[t["reason"].removeprefix("mutant already killed by ")]
+            assert killer["mutant"] == t["mutant"], t
+            caught = {v["invariant"] for v in killer["violations"]}
+            assert MUTANTS[t["mutant"]].invariant in caught, killer
+    assert sum(r["not_run"] for r in km["mutants"].values()) == doc["summary"]["skipped"] > 0
+
+    full_code, full = _selftest(scratch, tmp_path / "full", "-j", "2", "--full")
+    fkm = full["kill_matrix"]
+    assert fkm["mode"] == "full"
+    assert full["summary"]["skipped"] == 0, "--full runs every cell"
+    assert all(r["not_run"] == 0 for r in fkm["mutants"].values())
+    assert len(full["trials"]) == len(doc["trials"])
+    ran = next(t for t in full["trials"] if t["id"] == SPARED)
+    assert ran["verdict"] != "skipped", ran
+    spared_there = fkm["mutants"]["key_persisted_after_call"]["scenarios"]
+    assert spared_there["crash_before_external_call"] in ("killed", "survived")
+    # Stopping early changes what ran, never which mutants are killed or caught as expected.
+    assert _outcomes(full) == _outcomes(doc)
+    assert full_code == code == ExitCode.VIOLATED, "this selection leaves mutants alive"
