@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.contract.vocabulary import Verdict
+from harness.killgate import STOPPED
 from harness.verdict import TrialResult
 
 console = Console(stderr=True)
@@ -58,6 +59,10 @@ def progress_printer(total: int, label: str) -> tuple[Progress | None, Advance]:
 
     def line(r: TrialResult) -> None:
         done[0] += 1
+        if r.verdict == Verdict.SKIPPED and (r.reason or "").startswith(STOPPED):
+            # A selftest stops a caught mutant's other cells by the hundred; the kill
+            # matrix counts them, a line each would bury the trials that ran.
+            return
         console.print(
             f"[{done[0]}/{total}] {GLYPH[Verdict(r.verdict)]} {r.verdict:<12} {r.cell.id} "
             f"({r.duration_s:.2f} s)",
