@@ -4,24 +4,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import NamedTuple
 
 from harness.contract import env as names
 from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import PROVIDER_KINDS
 
 
-@dataclass(frozen=True)
-class ProviderSpec:
+class ProviderSpec(NamedTuple):
     kind: str
     url: str
 
 
-@dataclass(frozen=True)
-class WorkerConfig:
+class WorkerConfig(NamedTuple):
     ledger_dsn: str
     worker_id: str
-    providers: Mapping[str, ProviderSpec] = field(default_factory=dict)
+    providers: Mapping[str, ProviderSpec] = MappingProxyType({})
     ledger_schema: str | None = None
     state_dir: str | None = None
     recovery: bool = False

@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlencode, urlsplit
 
 
@@ -46,12 +46,11 @@ class BadStatusLine(BadResponse):
     """The first line is not ``HTTP/1.x NNN reason``."""
 
 
-@dataclass(frozen=True)
-class Response:
+class Response(NamedTuple):
     status: int
     body: bytes
     #: Header names lower-cased (HTTP names are case-blind): read them with :meth:`header`.
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = MappingProxyType({})
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
@@ -68,7 +67,8 @@ class Response:
 class Answer(Protocol):
     """What the client reads of an answer (the shape of :class:`http.client.HTTPResponse`)."""
 
-    status: int
+    @property
+    def status(self) -> int: ...
 
     def read(self) -> bytes: ...
 
@@ -144,8 +144,7 @@ class Reader(Protocol):
     def read(self, n: int = ..., /) -> bytes: ...
 
 
-@dataclass
-class ReadAnswer:
+class ReadAnswer(NamedTuple):
     status: int
     body: bytes
     headers: list[tuple[str, str]]
