@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import uuid
@@ -18,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import clock
+from harness import bytecode, clock
 from harness.backends.base import Backend
 from harness.contract.errors import InfrastructureError, ToxiproxyUnavailable
 from harness.drivers import driver_for, provider, restore
@@ -58,6 +59,8 @@ class RunInfra:
         #: The run's warm provider processes, leased to its trials (fake_providers.pool).
         self.providers: ProviderPool | None = None
         self.versions: dict[str, str | None] = {}
+        #: Undoes what the run set up in this process (the shared bytecode cache).
+        self._stack = contextlib.ExitStack()
 
     @classmethod
     @contextlib.contextmanager
@@ -82,6 +85,7 @@ class RunInfra:
         from fake_providers import ProviderPool
 
         self.providers = ProviderPool(guard=self.watchdog)
+        warming = self._share_bytecode()
         if self.ledger == "postgres":
             self.pg_dsn = postgres_dsn(self.pg_dsn)
             try:
@@ -95,6 +99,23 @@ class RunInfra:
             self.docker = DockerBackend.for_target(self.command)
         if any(c.network for c in cells):
             self._start_toxiproxy()
+        if warming is not None:
+            bytecode.finish_warming(warming)
+
+    def _share_bytecode(self) -> subprocess.Popen[bytes] | None:
+        """The reference worker's and the providers' processes share one bytecode cache
+        (see :mod:`harness.bytecode`); its warm-up runs while the rest starts."""
+        if self.command is not None or self.backend_name != "process":
+            return None  # the user's worker, or containers: their environment as it is
+        cache = self._stack.enter_context(bytecode.shared_bytecode())
+        if cache is None:
+            return None
+        assert self.watchdog is not None
+        self.watchdog.watch_dir(cache)
+        self._stack.callback(self.watchdog.forget_dir, cache)
+        warming = bytecode.start_warming()
+        self._stack.callback(bytecode.finish_warming, warming)  # reaped however _start ends
+        return warming
 
     def _start_toxiproxy(self) -> None:
         from harness.network import ToxiproxyServer, find_toxiproxy
@@ -126,6 +147,7 @@ class RunInfra:
         if self.toxiproxy is not None:
             with contextlib.suppress(Exception):
                 self.toxiproxy.stop()
+        self._stack.close()
         if self.watchdog is not None:
             self.watchdog.close()
 

@@ -7,14 +7,13 @@ selftest`` runs every one: the harness is only as good as the mutants it kills.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # The oracle owns the invariants' names; a mutant only points at one of them.
 from harness.contract.vocabulary import INVARIANTS
 
 
-@dataclass(frozen=True)
-class Mutant:
+class Mutant(NamedTuple):
     name: str
     #: What the worker does wrong, in one line.
     bug: str
@@ -25,15 +24,17 @@ class Mutant:
     #: The provider kind that shows the bug most directly.
     provider: str = "idempotent"
 
-    def __post_init__(self) -> None:
+    def checked(self) -> Mutant:
+        """This mutant, once its invariant is known to the oracle (ValueError if not)."""
         if self.invariant not in INVARIANTS:
             raise ValueError(
                 f"Mutant invariant={self.invariant!r} is unknown; use one of {INVARIANTS}"
             )
+        return self
 
 
 MUTANTS: dict[str, Mutant] = {
-    m.name: m
+    m.name: m.checked()
     for m in (
         Mutant(
             "fresh_key_per_attempt",

@@ -125,15 +125,12 @@ class ReferenceTarget:
     @staticmethod
     def quiescent(view: LedgerView, jobs: Iterable[str] | None = None) -> bool:
         """Every job (or every one of ``jobs``) is acknowledged, dead-lettered or in review."""
-        wanted = None if jobs is None else set(jobs)
-        seen = set()
-        for j in view.jobs:
-            if wanted is not None and j.job_id not in wanted:
-                continue
-            seen.add(j.job_id)
-            if not (j.needs_review or j.delivery_state in END_DELIVERY_STATES):
-                return False
-        return wanted is None or wanted <= seen
+        return _ended(view.jobs, jobs)
+
+    def jobs_quiescent(self, jobs: Iterable[str] | None = None) -> bool:
+        """:meth:`quiescent` from the jobs table alone: a trial asks every 20 ms while it
+        waits, and a whole view is four reads where this is one."""
+        return _ended(self.ledger.jobs(), jobs)
 
     def worker_env(
         self,
@@ -195,3 +192,15 @@ class ReferenceTarget:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _ended(rows: Iterable[JobRow], jobs: Iterable[str] | None) -> bool:
+    wanted = None if jobs is None else set(jobs)
+    seen = set()
+    for j in rows:
+        if wanted is not None and j.job_id not in wanted:
+            continue
+        seen.add(j.job_id)
+        if not (j.needs_review or j.delivery_state in END_DELIVERY_STATES):
+            return False
+    return wanted is None or wanted <= seen

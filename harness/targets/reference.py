@@ -127,7 +127,7 @@ class ReferenceAdapter:
         return self._pg_dsn
 
     def quiescent(self, jobs: Iterable[str]) -> bool:
-        return ReferenceTarget.quiescent(self.target.read_ledger(), jobs)
+        return self.target.jobs_quiescent(jobs)
 
     def lease_expires_at(self, job_id: str) -> float | None:
         """The job's lease expiry as its owner last renewed it (the worker's monotonic

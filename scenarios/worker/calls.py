@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from scenarios.worker.config import ProviderSpec
 from scenarios.worker.http import NoResponse, NotSent, Response, Transport
@@ -25,8 +24,7 @@ IDENTITY_HEADER = "X-Crashpoint-Identity"
 IDENTITY_REFUSED = (401, 403)
 
 
-@dataclass(frozen=True)
-class WriteResult:
+class WriteResult(NamedTuple):
     kind: str  # ok | failed | unknown | conflict | unverified
     reason: str
     ref: str | None = None
@@ -34,8 +32,7 @@ class WriteResult:
     identity_now: str | None = None
 
 
-@dataclass(frozen=True)
-class Lookup:
+class Lookup(NamedTuple):
     outcome: str  # confirmed | not_found | conflict | unavailable | unqueryable | unverified
     reason: str
     ref: str | None = None

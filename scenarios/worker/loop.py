@@ -19,7 +19,9 @@ from scenarios.worker.base import ReferenceProcess
 from scenarios.worker.config import WorkerConfig
 from scenarios.worker.lease import LeaseKeeper
 
-#: Pause after a ledger error before reconnecting.
+#: Pause after a ledger error before reconnecting: a broken link (a reset to
+#: PostgreSQL, a locked file) is not mended by asking again at once, and a tight retry
+#: would spin a core while it lasts.
 RECONNECT_PAUSE_S = 0.1
 
 

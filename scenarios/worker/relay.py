@@ -21,7 +21,9 @@ from scenarios.ledger import LedgerStore, OutboxRow, open_ledger
 from scenarios.worker.base import ReferenceProcess
 from scenarios.worker.config import WorkerConfig
 
+#: As the worker's (scenarios.worker.loop): a broken ledger link is not mended at once.
 RECONNECT_PAUSE_S = 0.1
+#: The longest pause between two sends of one row the provider did not take.
 MAX_BACKOFF_S = 1.0
 
 

@@ -35,6 +35,7 @@ def test_view_quiescence_and_restore(tmp_path: Path) -> None:
         view = target.read_ledger()
         assert [j.job_id for j in view.jobs] == ["j-0001", "j-0002"]
         assert not target.quiescent(view)
+        assert not target.jobs_quiescent()
         # Drive both jobs to an end the way a worker would.
         store = target.ledger
         now = time.monotonic()
@@ -46,6 +47,9 @@ def test_view_quiescence_and_restore(tmp_path: Path) -> None:
         assert target.quiescent(view)
         assert target.quiescent(view, ["j-0001"])
         assert not target.quiescent(view, ["j-0003"]), "an unknown job is not finished"
+        assert target.jobs_quiescent()
+        assert target.jobs_quiescent(["j-0001"])
+        assert not target.jobs_quiescent(["j-0003"])
         assert [(c.job_id, c.token) for c in view.claims] == [("j-0001", 1), ("j-0002", 1)]
         assert [w.outcome for w in view.result_writes] == ["succeeded", "needs_review"]
         target.restore(snap)
