@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from fake_providers import Fault
 from harness.contract.errors import Inconclusive
@@ -18,10 +19,32 @@ from harness.trial import Trial
 #: its lease (:func:`harness.drivers.lease.lease_began`), so the first worker still owns
 #: its job (DESIGN "Fairness": no recovery races a ghost).
 RELEASE_WITHIN_LEASES = 0.5
-#: How long after the release a redelivery may still be taken up by a worker.
+#: How long after the release a redelivery may still be taken up by a worker: the
+#: harness's own floor, for the latency of the machine, the failpoint socket and a worker
+#: that polls often, ...
 CONSUME_AFTER_S = 3.0
+#: ... plus this many of the target's declared polls (``[target] poll_s``): a worker may
+#: have looked at its queue just before the redelivery landed and sleep a whole poll, and
+#: the one free to take it may first finish the job it holds and sleep once more.
+CONSUME_POLLS = 2
+#: How often the cell is played on a fresh job when the redelivery's enqueue command
+#: landed outside the first attempt (after it ended, or before it began): a queue may
+#: rightly drop a delivery of a job that already ended, so such a round proves nothing.
+ROUNDS = 3
+#: From the second round on, the redelivery's enqueue command starts this share of the
+#: lease after the first delivery's: when both commands take about as long, the second
+#: lands that long after the first, so after a claim that follows the landing at once and
+#: inside the half lease the first attempt's request is held for. A command slower than
+#: that half lease cannot land in flight when started at the hold, as the first round does.
+HEAD_START_LEASES = 0.25
 #: The standard failpoint of a job just claimed (docs/failpoints.md).
 CLAIMED = "after_claim"
+
+
+def consume_within_s(poll_s: float | None) -> float:
+    """How long after the release a redelivery may still be taken up, for a target that
+    declares ``poll_s`` (None: it declares none, and the harness's floor applies)."""
+    return CONSUME_AFTER_S + CONSUME_POLLS * (poll_s or 0.0)
 
 
 def duplicate_delivery(trial: Trial) -> frozenset[str]:
@@ -50,12 +73,16 @@ def _to_a_second_consumer(trial: Trial) -> frozenset[str]:
     trial.reached = False  # reached once the duplicate meets the held request
     other = trial.add_consumer(job)
     trial.start_worker(consumer=other)
-    deadline = time.monotonic() + 10.0
+    # As long as any worker gets to reach its first boundary: this one starts now.
+    deadline = time.monotonic() + trial.reach_s
     while time.monotonic() < deadline and not trial.reached:
         trial.reached = len(trial.writes(job)) >= 2
         trial.sleep(0.02)
     if not trial.reached:
-        raise Inconclusive(f"the second delivery of {job} never reached the provider")
+        raise Inconclusive(
+            f"the second delivery of {job} never reached the provider within "
+            f"{trial.reach_s:g} s of its consumer's start"
+        )
     trial.release(fault_id, "commit")
     return NONE
 
@@ -72,65 +99,189 @@ def _enqueued_again(trial: Trial) -> frozenset[str]:
     whatever the second worker did, so the first attempt stays the first worker's. The
     lease is counted from when that attempt took it, not from the hold, and the enqueue
     command runs beside the hold: a slow command must not keep the request frozen past
-    the lease.
+    the lease. A command slower than that half lease may land only after the first
+    attempt ended, and a queue may drop a delivery of a job that ended: that round is
+    played again on a fresh job, with the redelivery's command started beside the first
+    delivery's (:data:`ROUNDS`, :data:`HEAD_START_LEASES`).
     """
-    assert trial.rendezvous is not None
     job = trial.enqueue_batch()
     fault_id = trial.arm(Fault("hold_before_commit", job=job))
     trial.start_worker()
     trial.start_worker()  # free (or done with the other jobs) when the redelivery comes
-    held = trial.wait_held(fault_id, what=f"first delivery's request for {job}")
-    before = [h for h in trial.rendezvous.hits() if h.job == job]
-    # The worker whose request is held goes on with its attempt after the release: its
-    # later failpoints are that attempt's, not the redelivery's.
-    first = _Window(job, busy=before[-1].source if before else None)
-    trial.reached, trial.reached_by = False, None
-    first.opened = time.monotonic()
-    redelivery = _Enqueue(trial, job)  # first: the lease is already running
-    try:
-        trial.observer.drain()  # the claims a target's ledger reports
-        began = lease_began(trial.history.events(), job, held.t_mono)
-        release_by = began + trial.config.lease_ttl_s * RELEASE_WITHIN_LEASES
-        while time.monotonic() < release_by and len(trial.writes(job)) < 2:
+    missed: list[_Round] = []
+    while True:
+        played = _Round(trial, job)
+        if len(missed) == 0:
+            played.held_then_redelivered(fault_id)
+        else:
+            played.redelivered_beside(fault_id)
+        if played.taken_up():
+            return NONE
+        missed.append(played)
+        if len(missed) == ROUNDS:
+            raise Inconclusive(_never_in_flight(trial, missed))
+        job = trial.next_job_id()
+        fault_id = trial.arm(Fault("hold_before_commit", job=job))
+
+
+class _Round:
+    """One redelivery of ``job`` meeting its first attempt, held at the provider."""
+
+    def __init__(self, trial: Trial, job: str) -> None:
+        assert trial.rendezvous is not None
+        self.trial = trial
+        self.job = job
+        self.window = _Window(job, busy=None)
+        self.speaks = False
+        self.redelivery: _Enqueue | None = None
+        #: When the first attempt took its lease (its claim, as far as the history shows).
+        self.began = 0.0
+
+    def held_then_redelivered(self, fault_id: str) -> None:
+        """The first round: the job is already queued; its redelivery starts at the hold."""
+        held = self._held(fault_id)
+        self.window.opened = time.monotonic()
+        self.redelivery = _Enqueue(self.trial, self.job)  # first: the lease is already running
+        self._release(fault_id, held)
+
+    def redelivered_beside(self, fault_id: str) -> None:
+        """A later round: the job is new, and its redelivery's command starts a share of
+        the lease after its first delivery's, to land in flight though it is slow."""
+        trial = self.trial
+        self.window.opened = time.monotonic()
+        head_start = trial.config.lease_ttl_s * HEAD_START_LEASES
+        self.redelivery = _Enqueue(trial, self.job, after_s=head_start)
+        try:
+            trial.enqueue(self.job)
+        except BaseException:
+            self.redelivery.join()
+            raise
+        self._release(fault_id, self._held(fault_id))
+
+    def _held(self, fault_id: str) -> Any:
+        trial = self.trial
+        assert trial.rendezvous is not None
+        try:
+            held = trial.wait_held(fault_id, what=f"first delivery's request for {self.job}")
+        except BaseException:
+            if self.redelivery is not None:
+                self.redelivery.join()  # no enqueue outlives its trial
+            raise
+        before = [h for h in trial.rendezvous.hits() if h.job == self.job and h.t <= held.t_mono]
+        self.speaks = bool(before)
+        # The worker whose request is held goes on with its attempt after the release: its
+        # later failpoints are that attempt's, not the redelivery's. The request names its
+        # sender where the worker says who it is; else the last to reach a failpoint.
+        sender = [
+            e.fields.get("worker_id")
+            for e in trial.writes(self.job)
+            if e.fields.get("id") == held.arrival_id
+        ]
+        self.window.held = held.t_mono
+        if sender and sender[0] in trial.workers:
+            self.window.busy = f"worker:{sender[0]}"
+        else:
+            self.window.busy = before[-1].source if before else None
+        return held
+
+    def _release(self, fault_id: str, held: Any) -> None:
+        trial = self.trial
+        assert self.redelivery is not None
+        trial.reached, trial.reached_by = False, None
+        try:
+            trial.observer.drain()  # the claims a target's ledger reports
+            self.began = lease_began(trial.history.events(), self.job, held.t_mono)
+            # A take-up counts from the first attempt's claim on: before it, the job was
+            # not yet in flight.
+            self.window.opened = max(self.window.opened, self.began)
+            release_by = self.began + trial.config.lease_ttl_s * RELEASE_WITHIN_LEASES
+            while time.monotonic() < release_by and len(trial.writes(self.job)) < 2:
+                trial.sleep(0.02)
+            self.window.released = time.monotonic()
+            trial.release(fault_id, "commit")
+            if self.redelivery.running():
+                trial.history.append(
+                    "supervisor",
+                    "note",
+                    job=self.job,
+                    text=f"the held request for {self.job} was released while the "
+                    "redelivery's enqueue command still ran: the first attempt's lease "
+                    "allowed no longer",
+                )
+        finally:
+            self.redelivery.join()  # no enqueue outlives its trial
+        self.redelivery.check()  # a failing enqueue is the configuration's error, not a verdict
+
+    def landed_in_flight(self) -> bool:
+        """The redelivery's command exited while the first attempt's request was held: its
+        delivery was in the queue while that attempt was in flight."""
+        assert self.redelivery is not None
+        return self.began < self.redelivery.exited_at <= self.window.released
+
+    def taken_up(self) -> bool:
+        """Wait for a worker to take the redelivery up; True once one did. False when
+        none did and the delivery may have landed outside the first attempt; raises
+        :class:`Inconclusive` when none did though it landed in flight."""
+        trial = self.trial
+        assert trial.target is not None
+        within = consume_within_s(trial.target.poll_s)
+        deadline = time.monotonic() + within
+        consumed, how = _consumed(trial, self.window, speaks=self.speaks)
+        while not consumed:
+            if time.monotonic() >= deadline:
+                if not self.landed_in_flight():
+                    return False
+                raise Inconclusive(
+                    f"the second delivery of {self.job} was enqueued while its first "
+                    "attempt's request was held (the enqueue command exited 0), but no "
+                    f"worker reached a failpoint for {self.job} after it and no second "
+                    f"write reached the provider within {within:g} s of the release: a "
+                    "target whose enqueue drops a job it already holds cannot be "
+                    "redelivered to (a worker that polls less often declares its "
+                    "[target] poll_s)"
+                )
             trial.sleep(0.02)
-        first.released = time.monotonic()
-        trial.release(fault_id, "commit")
-        if redelivery.running():
-            trial.history.append(
-                "supervisor",
-                "note",
-                job=job,
-                text=f"the held request for {job} was released while the redelivery's "
-                "enqueue command still ran: the first attempt's lease allowed no longer",
-            )
-    finally:
-        redelivery.join()  # no enqueue outlives its trial
-    redelivery.check()  # a failing enqueue is the configuration's error, not a verdict
-    deadline = time.monotonic() + CONSUME_AFTER_S
-    consumed, how = _consumed(trial, first, speaks=bool(before))
-    while not consumed:
-        if time.monotonic() >= deadline:
-            raise Inconclusive(
-                f"the second delivery of {job} was enqueued (the enqueue command exited 0), "
-                f"but no worker reached a failpoint for {job} after it and no second write "
-                f"reached the provider within {CONSUME_AFTER_S:.0f} s of the release: a "
-                "target whose enqueue drops a job it already holds cannot be redelivered to"
-            )
-        trial.sleep(0.02)
-        consumed, how = _consumed(trial, first, speaks=bool(before))
-    trial.reached, trial.reached_by = True, how
-    return NONE
+            consumed, how = _consumed(trial, self.window, speaks=self.speaks)
+        trial.reached, trial.reached_by = True, how
+        return True
+
+
+def _never_in_flight(trial: Trial, rounds: list[_Round]) -> str:
+    """Why no round's redelivery met its first attempt in flight."""
+    last = rounds[-1]
+    assert last.redelivery is not None
+    hold_s = trial.config.lease_ttl_s * RELEASE_WITHIN_LEASES
+    jobs = ", ".join(r.job for r in rounds)
+    return (
+        f"the second delivery of {jobs} was never in the queue while the first attempt "
+        f"was in flight: the target's enqueue command took {last.redelivery.took_s:.2f} s "
+        f"at the last, and a first attempt's request may be held for only half its lease "
+        f"({hold_s:g} s) after its claim; a delivery that lands after the job ended, or "
+        "before it was claimed, may rightly be dropped, so the cell was not reached "
+        "(a faster enqueue command, or a longer lease, reaches it on this machine; a "
+        "worker that looks at its queue less often than every "
+        f"{consume_within_s(None):g} s declares its [target] poll_s)"
+    )
 
 
 class _Enqueue:
-    """``trial.enqueue(job)`` in a thread of its own, its error kept for :meth:`check`."""
+    """``trial.enqueue(job)`` in a thread of its own, ``after_s`` from now, its error kept
+    for :meth:`check`; :attr:`exited_at` is when its command exited."""
 
-    def __init__(self, trial: Trial, job: str) -> None:
+    def __init__(self, trial: Trial, job: str, *, after_s: float = 0.0) -> None:
         self._error: BaseException | None = None
+        self.exited_at = float("inf")
+        self.took_s = 0.0
+        at = time.monotonic() + after_s
 
         def run() -> None:
             try:
+                if after_s > 0 and trial.abort.wait(max(0.0, at - time.monotonic())):
+                    raise Inconclusive("interrupted")
+                started = time.monotonic()
                 trial.enqueue(job)
+                self.exited_at = time.monotonic()
+                self.took_s = self.exited_at - started
             except BaseException as exc:  # raised again by check, in the driver's thread
                 self._error = exc
 
@@ -151,23 +302,28 @@ class _Enqueue:
 
 @dataclass
 class _Window:
-    """When the redelivery of ``job`` was made and the held request let go, and the lane
-    of the worker whose request was held."""
+    """When the redelivery of ``job`` could first be taken up (its command started, and
+    the first attempt had claimed the job), when that attempt's request was held and let
+    go, and the lane of the worker whose request was held."""
 
     job: str
     busy: str | None
     opened: float = 0.0
     released: float = float("inf")
+    held: float = 0.0
 
     def takes_up(self, hit: Hit, lanes: set[str]) -> bool:
-        """``hit`` is a worker taking up the redelivery: any worker's, for the job, while
-        the first attempt was frozen at the provider; after that, another worker's, or a
-        claim by the first worker (its attempt is past its claim, so a claim is a new
-        take-up: when the enqueue command outlasts the hold, the first worker may well
-        be the one free to take the redelivery)."""
+        """``hit`` is a worker taking up the redelivery: another worker's, for the job;
+        the held worker's own only while its request was frozen at the provider (any
+        failpoint then is another take-up), or, after the release, a claim (its attempt
+        is past its claim, so a claim is a new take-up: when the enqueue command outlasts
+        the hold, the first worker may well be the one free to take the redelivery).
+        Before the hold, the held worker's failpoints are its own attempt's."""
         if hit.job != self.job or hit.source not in lanes or hit.t <= self.opened:
             return False
-        return hit.t < self.released or hit.source != self.busy or hit.point == CLAIMED
+        if hit.source != self.busy:
+            return True
+        return self.held < hit.t < self.released or hit.point == CLAIMED
 
 
 def _consumed(trial: Trial, window: _Window, *, speaks: bool) -> tuple[bool, str | None]:

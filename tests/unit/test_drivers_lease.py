@@ -7,7 +7,14 @@ import threading
 
 import pytest
 
-from harness.drivers.delivery import RELEASE_WITHIN_LEASES, _Enqueue, _Window
+from harness.drivers.delivery import (
+    CONSUME_AFTER_S,
+    CONSUME_POLLS,
+    RELEASE_WITHIN_LEASES,
+    _Enqueue,
+    _Window,
+    consume_within_s,
+)
 from harness.drivers.lease import lease_began
 from harness.history import Event
 from harness.rendezvous import Hit
@@ -118,3 +125,21 @@ def test_after_the_release_the_first_worker_takes_up_the_redelivery_only_by_a_cl
     assert window.takes_up(hit(1.86, "after_claim", "worker:w1"), lanes)
     assert not window.takes_up(hit(1.86, "after_claim", "worker:w1", job="j-0002"), lanes)
     assert not window.takes_up(hit(1.86, "after_claim", "enqueue"), lanes)
+
+
+def test_a_claim_before_the_hold_is_the_first_attempts_own_and_another_worker_takes_up() -> None:
+    # A later round: the redelivery's command started before the claim, so the window
+    # opens at the claim (1.0) and the first worker's request is held from 1.1.
+    window = _Window("j-0003", busy="worker:w1", opened=1.0, released=1.3, held=1.1)
+    lanes = {"worker:w1", "worker:w2"}
+    assert not window.takes_up(hit(0.9, "after_claim", "worker:w2", job="j-0003"), lanes)
+    assert not window.takes_up(hit(1.05, "before_external_call", "worker:w1", job="j-0003"), lanes)
+    assert window.takes_up(hit(1.05, "after_claim", "worker:w2", job="j-0003"), lanes)
+    assert window.takes_up(hit(1.2, "before_reconcile", "worker:w1", job="j-0003"), lanes)
+    assert not window.takes_up(hit(1.4, "after_local_write", "worker:w1", job="j-0003"), lanes)
+
+
+def test_a_redelivery_is_waited_for_by_the_targets_declared_poll() -> None:
+    # Undeclared: the harness's own floor. Declared: two of the worker's own polls more.
+    assert consume_within_s(None) == CONSUME_AFTER_S
+    assert consume_within_s(4.5) == CONSUME_AFTER_S + CONSUME_POLLS * 4.5
