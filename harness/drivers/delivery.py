@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,34 +170,42 @@ class _Round:
             raise
         before = [h for h in trial.rendezvous.hits() if h.job == self.job and h.t <= held.t_mono]
         self.speaks = bool(before)
+        self.window.held = held.t_mono
         # The worker whose request is held goes on with its attempt after the release: its
-        # later failpoints are that attempt's, not the redelivery's. The request names its
-        # sender where the worker says who it is; else the last to reach a failpoint.
+        # later failpoints are that attempt's, not the redelivery's. The last to reach a
+        # failpoint for the job, until the request names its sender (after the release:
+        # nothing may delay it).
+        self.window.busy = before[-1].source if before else None
+        return held
+
+    def _name_sender(self, held: Any) -> None:
+        """The held request's sender, where the worker says who it is."""
+        trial = self.trial
         sender = [
             e.fields.get("worker_id")
             for e in trial.writes(self.job)
             if e.fields.get("id") == held.arrival_id
         ]
-        self.window.held = held.t_mono
         if sender and sender[0] in trial.workers:
             self.window.busy = f"worker:{sender[0]}"
-        else:
-            self.window.busy = before[-1].source if before else None
-        return held
 
     def _release(self, fault_id: str, held: Any) -> None:
         trial = self.trial
         assert self.redelivery is not None
         trial.reached, trial.reached_by = False, None
         try:
-            trial.observer.drain()  # the claims a target's ledger reports
+            budget = trial.config.lease_ttl_s * RELEASE_WITHIN_LEASES
+            # From what the history holds already (failpoints, enqueues): a lease can have
+            # begun no earlier. Past its half lease, the release goes at once: a read of the
+            # ledger first would only keep the request frozen longer on a loaded machine.
             self.began = lease_began(trial.history.events(), self.job, held.t_mono)
+            if time.monotonic() < self.began + budget:
+                trial.observer.drain()  # the claims a target's ledger reports
+                self.began = lease_began(trial.history.events(), self.job, held.t_mono)
             # A take-up counts from the first attempt's claim on: before it, the job was
             # not yet in flight.
             self.window.opened = max(self.window.opened, self.began)
-            release_by = self.began + trial.config.lease_ttl_s * RELEASE_WITHIN_LEASES
-            while time.monotonic() < release_by and len(trial.writes(self.job)) < 2:
-                trial.sleep(0.02)
+            _hold_until(trial, self.job, self.began + budget)
             self.window.released = time.monotonic()
             trial.release(fault_id, "commit")
             if self.redelivery.running():
@@ -211,6 +220,7 @@ class _Round:
         finally:
             self.redelivery.join()  # no enqueue outlives its trial
         self.redelivery.check()  # a failing enqueue is the configuration's error, not a verdict
+        self._name_sender(held)
 
     def landed_in_flight(self) -> bool:
         """The redelivery's command exited while the first attempt's request was held: its
@@ -244,6 +254,28 @@ class _Round:
             consumed, how = _consumed(trial, self.window, speaks=self.speaks)
         trial.reached, trial.reached_by = True, how
         return True
+
+
+def _hold_until(
+    trial: Trial, job: str, release_by: float, *, clock: Callable[[], float] = time.monotonic
+) -> None:
+    """Keep ``job``'s request held until ``release_by``, or until a second write for it
+    reached the provider. Reading the writes brings in the providers' logs, which takes a
+    while on a loaded machine: it is read only while that much time is left, so that no
+    read keeps the request frozen past its deadline (a ghost a peer could race)."""
+    read_s = 0.0
+    while True:
+        left = release_by - clock()
+        if left <= 0:
+            return
+        if left <= 2 * read_s:
+            trial.sleep(left)
+            return
+        t0 = clock()
+        if len(trial.writes(job)) >= 2:
+            return
+        read_s = max(read_s, clock() - t0)
+        trial.sleep(min(0.02, max(0.0, release_by - clock())))
 
 
 def _never_in_flight(trial: Trial, rounds: list[_Round]) -> str:

@@ -4,9 +4,11 @@ when that attempt took its lease, never from the hold (no processes, no sleeps).
 from __future__ import annotations
 
 import threading
+from typing import cast
 
 import pytest
 
+from harness.drivers import delivery
 from harness.drivers.delivery import (
     CONSUME_AFTER_S,
     CONSUME_POLLS,
@@ -143,3 +145,39 @@ def test_a_redelivery_is_waited_for_by_the_targets_declared_poll() -> None:
     # Undeclared: the harness's own floor. Declared: two of the worker's own polls more.
     assert consume_within_s(None) == CONSUME_AFTER_S
     assert consume_within_s(4.5) == CONSUME_AFTER_S + CONSUME_POLLS * 4.5
+
+
+class _SlowReads:
+    """A trial on a fake clock whose reads of the providers' writes take ``read_s``."""
+
+    def __init__(self, read_s: float, *, second_write_at: float = float("inf")) -> None:
+        self.now = 100.0
+        self.read_s = read_s
+        self.second_write_at = second_write_at
+        self.reads = 0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def writes(self, job: str) -> list[str]:
+        self.reads += 1
+        self.now += self.read_s
+        return ["w1", "w2"] if self.now >= self.second_write_at else ["w1"]
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_slow_read_of_the_writes_never_keeps_the_request_past_its_deadline() -> None:
+    slow = _SlowReads(read_s=0.3)
+    trial = cast(Trial, slow)
+    delivery._hold_until(trial, "j-0001", release_by=100.5, clock=slow.monotonic)
+    # One read told how long a read takes; the rest of the hold is waited out.
+    assert slow.now == pytest.approx(100.5)
+    assert slow.reads == 1
+
+
+def test_a_second_write_ends_the_hold_early() -> None:
+    quick = _SlowReads(read_s=0.001, second_write_at=100.1)
+    delivery._hold_until(cast(Trial, quick), "j-0001", release_by=100.5, clock=quick.monotonic)
+    assert 100.1 <= quick.now < 100.2
