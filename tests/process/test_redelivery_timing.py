@@ -40,21 +40,26 @@ def target_toml(path: Path, name: str, target: str) -> Path:
     return path
 
 
-def duplicate_delivery(toml: Path, scratch: Path, out: Path) -> dict[str, Any]:
-    """The one billing cell of ``duplicate_delivery`` against ``toml``, which must hold,
-    reached at a failpoint: a worker took the redelivery up."""
+def the_cell(toml: Path, scratch: Path, out: Path) -> dict[str, Any]:
+    """The one billing cell of ``duplicate_delivery`` against ``toml``, as judged."""
     args = ["-c", str(toml), "--scenario", "duplicate_delivery", "--provider", "billing"]
     done = run([*args, "--seed", "5", "--out", str(out)], scratch)
     assert done.returncode in (0, 1, 3), done.stdout[-3000:] + done.stderr[-3000:]
     assert leftovers(scratch) == []
     (trial,) = results(out)["trials"]
+    trial_: dict[str, Any] = trial
+    return trial_
+
+
+def duplicate_delivery(toml: Path, scratch: Path, out: Path) -> dict[str, Any]:
+    """The cell, which must hold, reached at a failpoint: a worker took the redelivery up."""
+    trial = the_cell(toml, scratch, out)
     assert (trial["verdict"], trial["reached"], trial["reached_by"]) == (
         "held",
         True,
         "failpoint",
     ), trial["reason"]
-    trial_: dict[str, Any] = trial
-    return trial_
+    return trial
 
 
 def test_a_redelivery_whose_enqueue_outlasts_the_first_attempt_is_played_again(
@@ -116,3 +121,21 @@ max_attempts = 6""",
     # was waited for (the worker was told it, as CRASHPOINT_POLL_S).
     assert taken, release
     assert taken[0] - release > 3.0, (release, taken)
+
+
+def test_a_queue_that_drops_a_job_it_holds_is_still_inconclusive(
+    scratch: Path, tmp_path: Path
+) -> None:
+    # Playing a round again must not hide a target that no redelivery can reach.
+    toml = target_toml(
+        tmp_path / "crashpoint.toml",
+        "pyqueue-drops-redeliveries",
+        f"""command = ["python3", "{PYQUEUE / "worker.py"}"]
+lease_ttl_s = 0.6
+enqueue = ["python3", "{PYQUEUE / "enqueue.py"}", "{{job_id}}", "{{payload_file}}", "--drop-known"]
+status = ["python3", "{PYQUEUE / "status.py"}", "{{job_id}}"]
+max_attempts = 6""",
+    )
+    trial = the_cell(toml, scratch, tmp_path / "out")
+    assert (trial["verdict"], trial["reached"]) == ("inconclusive", False), trial["reason"]
+    assert "second delivery of j-0001" in trial["reason"], trial["reason"]
