@@ -90,9 +90,9 @@ PLACEHOLDERS = ("job_id", "payload_file")
 MAX_WORKERS = 64
 LEASE_RANGE_S = (0.05, 600.0)
 TERM_GRACE_RANGE_S = (0.05, 600.0)
-#: A worker that looks for work less often than once a minute cannot end a trial within
-#: its bound (``TrialConfig.quiescence_timeout_s``) anyway.
-POLL_RANGE_S = (0.001, 60.0)
+#: The trial's bound (``TrialConfig.quiescence_timeout_s``, 20 s) leaves room for a
+#: couple of polls: a worker that looks for work less often cannot end a trial within it.
+POLL_RANGE_S = (0.001, 10.0)
 
 JobState = Literal["done", "needs_review", "dead_lettered", "pending"]
 JOB_STATES: tuple[str, ...] = get_args(JobState)

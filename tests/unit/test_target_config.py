@@ -342,13 +342,13 @@ MISTAKES = [
     (
         "poll-zero",
         ("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\npoll_s = 0"),
-        "target.poll_s must be seconds from 0.001 to 60, got 0",
+        "target.poll_s must be seconds from 0.001 to 10, got 0",
         "for example poll_s = 0.5, or leave it out",
     ),
     (
-        "poll-past-a-minute",
-        ("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\npoll_s = 90"),
-        "target.poll_s must be seconds from 0.001 to 60, got 90",
+        "poll-past-the-trials-bound",
+        ("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\npoll_s = 30"),
+        "target.poll_s must be seconds from 0.001 to 10, got 30",
         "write the longest your worker sleeps between looks at its queue",
     ),
     (
