@@ -8,8 +8,9 @@ from typing import cast
 
 import pytest
 
-from harness.drivers import delivery
-from harness.drivers.delivery import (
+from harness.drivers import redelivery
+from harness.drivers.lease import lease_began
+from harness.drivers.redelivery import (
     CONSUME_AFTER_S,
     CONSUME_POLLS,
     RELEASE_WITHIN_LEASES,
@@ -17,7 +18,6 @@ from harness.drivers.delivery import (
     _Window,
     consume_within_s,
 )
-from harness.drivers.lease import lease_began
 from harness.history import Event
 from harness.rendezvous import Hit
 from harness.trial import Trial
@@ -171,7 +171,7 @@ class _SlowReads:
 def test_a_slow_read_of_the_writes_never_keeps_the_request_past_its_deadline() -> None:
     slow = _SlowReads(read_s=0.3)
     trial = cast(Trial, slow)
-    delivery._hold_until(trial, "j-0001", release_by=100.5, clock=slow.monotonic)
+    redelivery._hold_until(trial, "j-0001", release_by=100.5, clock=slow.monotonic)
     # One read told how long a read takes; the rest of the hold is waited out.
     assert slow.now == pytest.approx(100.5)
     assert slow.reads == 1
@@ -179,5 +179,5 @@ def test_a_slow_read_of_the_writes_never_keeps_the_request_past_its_deadline() -
 
 def test_a_second_write_ends_the_hold_early() -> None:
     quick = _SlowReads(read_s=0.001, second_write_at=100.1)
-    delivery._hold_until(cast(Trial, quick), "j-0001", release_by=100.5, clock=quick.monotonic)
+    redelivery._hold_until(cast(Trial, quick), "j-0001", release_by=100.5, clock=quick.monotonic)
     assert 100.1 <= quick.now < 100.2
