@@ -62,6 +62,9 @@ class TargetAdapter(Protocol):
     steps: tuple[tuple[str, str], ...]
     #: Job-body fields the target marks as secrets or personal data (``crashpoint.toml``).
     sensitive_fields: tuple[str, ...]
+    #: The longest its workers sleep between looks at their queue, as the target
+    #: declares (``[target] poll_s``); None: it declares none.
+    poll_s: float | None
 
     def providers(self, kind: str) -> Sequence[tuple[str, str]]:
         """``(name, kind)`` of every provider the workers call; ``kind`` is the cell's,

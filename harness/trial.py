@@ -53,6 +53,10 @@ _DIED_AT_ONCE_S = 0.1
 #: a row in the target's ledger, which no one announces, so it is polled; a read costs a
 #: fraction of a millisecond, and a trial ends at most this much after its last job.
 QUIESCENCE_POLL_S = 0.02
+#: How long a worker gets to reach a failpoint or a provider hold: its start-up and a
+#: first look at its queue on a loaded machine (the harness's own bound), plus one
+#: declared poll of its own (``[target] poll_s``) for a worker that sleeps before it looks.
+REACH_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -319,7 +323,7 @@ class Trial:
         target = target or self.target
         assert target is not None
         if job_id is None:
-            job_id = f"j-{len(self.jobs) + 1:04d}"
+            job_id = self.next_job_id()
         if job_id not in self.jobs:
             self.jobs.append(job_id)
         # Stamped when the delivery began: a worker may take the job up before a slow
@@ -331,6 +335,10 @@ class Trial:
         bound = {"identity": body["identity"]} if "identity" in body else {}
         self.history.append("supervisor", "enqueue", job=job_id, t=t, **bound)
         return job_id
+
+    def next_job_id(self) -> str:
+        """The id :meth:`enqueue` gives the next new job (to arm a fault for it first)."""
+        return f"j-{len(self.jobs) + 1:04d}"
 
     def redeliver(self, job_id: str) -> bool:
         """Deliver a completed job again: its acknowledgement was lost on the way."""
@@ -437,10 +445,16 @@ class Trial:
         assert self.rendezvous is not None
         return self.rendezvous.hold(point, job=job, step=step)
 
-    def wait_hit(self, gate: Gate, *, what: str, timeout_s: float = 10.0) -> Hit:
+    @property
+    def reach_s(self) -> float:
+        """How long a worker gets to reach a boundary (:data:`REACH_S`, and its poll)."""
+        poll = self.target.poll_s if self.target is not None else None
+        return REACH_S + (poll or 0.0)
+
+    def wait_hit(self, gate: Gate, *, what: str, timeout_s: float | None = None) -> Hit:
         t0 = time.monotonic()
         try:
-            hit = gate.wait(timeout_s)
+            hit = gate.wait(self.reach_s if timeout_s is None else timeout_s)
         except RendezvousTimeout as exc:
             raise Inconclusive(f"{what} was never reached: {exc}") from exc
         finally:
@@ -453,10 +467,10 @@ class Trial:
         self.history.append("supervisor", "note", job=fault.job, armed=fault.action)
         return fault_id
 
-    def wait_held(self, fault_id: str, *, what: str, timeout_s: float = 10.0) -> Any:
+    def wait_held(self, fault_id: str, *, what: str, timeout_s: float | None = None) -> Any:
         t0 = time.monotonic()
         try:
-            held = self.client.wait_held(fault_id, timeout_s)
+            held = self.client.wait_held(fault_id, self.reach_s if timeout_s is None else timeout_s)
         except RendezvousTimeout as exc:
             raise Inconclusive(f"{what} was never reached: {exc}") from exc
         finally:

@@ -7,6 +7,7 @@ only safe end is needs_review. Quiescence and the oracle are the trial's busines
     process   kills and stops at failpoints and during provider holds
     provider  provider errors, a late answer, failing lookups
     delivery  duplicate delivery and simultaneous triggers
+    redelivery  a job enqueued again while its first attempt is in flight, in rounds
     lease     when a held attempt took its lease, to release it within that lease
     restore   the ledger restored from a snapshot
     identity  a job's login expired or its profile changed while its worker was down

@@ -15,8 +15,10 @@ from harness.drivers.review import NONE
 from harness.trial import Trial
 from scenarios.table import split_point
 
-#: How long a redelivery is watched for a worker taking it up (at least two leases).
+#: How long a redelivery is watched for a worker taking it up (at least two leases, and
+#: two of the target's declared polls more: one it may sleep through, and one more).
 TAKE_UP_S = 1.0
+TAKE_UP_POLLS = 2
 
 
 def crash_at_step(trial: Trial) -> frozenset[str]:
@@ -64,7 +66,9 @@ def _complete_then_redeliver(trial: Trial, *, wait_s: float) -> frozenset[str]:
     # A queue may drop a delivery of a job it knows has ended (its own durable record,
     # which is a protection too); so a worker that takes it up shows that at a
     # failpoint, and one that never does is given a while to act before the end is read.
-    deadline = t + max(TAKE_UP_S, 2 * trial.config.lease_ttl_s)
+    assert trial.target is not None
+    poll = trial.target.poll_s or 0.0
+    deadline = t + max(TAKE_UP_S, 2 * trial.config.lease_ttl_s) + TAKE_UP_POLLS * poll
     while not any(h.job == job and h.t > t for h in trial.rendezvous.hits()):
         if time.monotonic() >= deadline:
             trial.reached, trial.reached_by = True, None

@@ -149,6 +149,7 @@ class CommandAdapter:
         self.config = config
         self.steps = config.steps
         self.max_attempts = config.max_attempts
+        self.poll_s = config.poll_s
         self.sensitive_fields = config.sensitive_fields
         self.trial_dir = trial_dir
         self.state_dir = trial_dir / "state"
@@ -342,6 +343,10 @@ class CommandAdapter:
             env["CRASHPOINT_MAX_ATTEMPTS"] = str(self.config.max_attempts)
         if self.config.ledger_dsn is not None:
             env["CRASHPOINT_LEDGER_DSN"] = self.config.ledger_dsn
+        if self.config.poll_s is not None:
+            # Its own declared poll, as with the lease: what the harness waits by is what
+            # the worker is told to run with.
+            env["CRASHPOINT_POLL_S"] = str(self.config.poll_s)
         self._settings = {k: v for k, v in env.items() if k != "CRASHPOINT_WORKER_ID"}
         self._went_active()  # a worker starting now may act only after its start-up
         return env

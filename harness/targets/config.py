@@ -8,6 +8,7 @@ command = ["node", "worker.js"]      # started once per worker slot
 workers = 2
 lease_ttl_s = 1.0
 term_grace_s = 2.0                    # optional: SIGTERM to SIGKILL; default 2 leases
+poll_s = 0.5                          # optional: the longest a worker sleeps between looks
 enqueue = ["node", "enqueue.js", "{job_id}", "{payload_file}"]
 max_attempts = 6                      # optional: the worker's own retry cap
 status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
@@ -74,6 +75,7 @@ TARGET_KEYS = (
     "term_grace_s",
     "steps",
     "sensitive_fields",
+    "poll_s",
 )
 LEDGER_KEYS = ("dsn",)
 STEP_KEYS = ("name", "provider")
@@ -88,6 +90,9 @@ PLACEHOLDERS = ("job_id", "payload_file")
 MAX_WORKERS = 64
 LEASE_RANGE_S = (0.05, 600.0)
 TERM_GRACE_RANGE_S = (0.05, 600.0)
+#: The trial's bound (``TrialConfig.quiescence_timeout_s``, 20 s) leaves room for a
+#: couple of polls: a worker that looks for work less often cannot end a trial within it.
+POLL_RANGE_S = (0.001, 10.0)
 
 JobState = Literal["done", "needs_review", "dead_lettered", "pending"]
 JOB_STATES: tuple[str, ...] = get_args(JobState)
@@ -100,6 +105,7 @@ _EXAMPLES = {
     "workers": "2",
     "lease_ttl_s": "1.0",
     "term_grace_s": "2.0",
+    "poll_s": "0.5",
     "enqueue": '["node", "enqueue.js", "{job_id}", "{payload_file}"]',
     "max_attempts": "3",
     "status": '["node", "status.js", "{job_id}"]',
@@ -193,6 +199,9 @@ class CommandConfig:
     #: Job-body fields that hold secrets or personal data: the harness fills each with a
     #: recognisable stand-in, and a key or marker that carries one is a warning.
     sensitive_fields: tuple[str, ...] = ()
+    #: The longest a worker sleeps between two looks at its queue, as it declares; None:
+    #: it declares none, and the harness's own bounds apply (docs/fairness.md).
+    poll_s: float | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -349,26 +358,26 @@ class _Schema:
                 f"must be from 1 to {MAX_WORKERS}, got {workers}",
                 "write workers = 2",
             )
-        lease = self.number(target, "target.", "lease_ttl_s", default=1.0)
-        low, high = LEASE_RANGE_S
-        if not low <= lease <= high:
-            raise self.fail(
-                "target.lease_ttl_s",
-                f"must be seconds from {low} to {high:.0f}, got {_shown(target['lease_ttl_s'])}",
-                "write the lease your worker uses, for example lease_ttl_s = 1.0",
-            )
-        term_grace = None
-        if "term_grace_s" in target:
-            term_grace = self.number(target, "target.", "term_grace_s", default=0.0)
-            low, high = TERM_GRACE_RANGE_S
-            if not low <= term_grace <= high:
-                raise self.fail(
-                    "target.term_grace_s",
-                    f"must be seconds from {low} to {high:.0f}, got "
-                    f"{_shown(target['term_grace_s'])}",
-                    "write how long your worker needs to stop on SIGTERM, for example "
-                    "term_grace_s = 2.0, or leave it out for two leases",
-                )
+        lease = self.seconds(
+            target,
+            "lease_ttl_s",
+            LEASE_RANGE_S,
+            "write the lease your worker uses, for example lease_ttl_s = 1.0",
+        )
+        term_grace = self.seconds(
+            target,
+            "term_grace_s",
+            TERM_GRACE_RANGE_S,
+            "write how long your worker needs to stop on SIGTERM, for example "
+            "term_grace_s = 2.0, or leave it out for two leases",
+        )
+        poll = self.seconds(
+            target,
+            "poll_s",
+            POLL_RANGE_S,
+            "write the longest your worker sleeps between looks at its queue, for "
+            "example poll_s = 0.5, or leave it out",
+        )
         max_attempts = None
         if "max_attempts" in target:
             max_attempts = self.integer(target, "target.", "max_attempts", default=0)
@@ -397,7 +406,7 @@ class _Schema:
             command=command,
             enqueue=enqueue,
             workers=workers,
-            lease_ttl_s=lease,
+            lease_ttl_s=1.0 if lease is None else lease,
             ledger_dsn=self.ledger(target.get("ledger")),
             providers=providers,
             max_attempts=max_attempts,
@@ -406,6 +415,7 @@ class _Schema:
             term_grace_s=term_grace,
             steps=self.steps(target.get("steps"), providers),
             sensitive_fields=self.sensitive_fields(target),
+            poll_s=poll,
         )
 
     def steps(
@@ -502,6 +512,27 @@ class _Schema:
         if not _is_int(value):
             raise self.wrong(where, key, value, "a whole number")
         return int(value)
+
+    def seconds(
+        self,
+        target: Mapping[str, Any],
+        key: str,
+        bounds: tuple[float, float],
+        fix: str,
+    ) -> float | None:
+        """``[target] key``, a number of seconds within ``bounds``; None when the target
+        declares none."""
+        if key not in target:
+            return None
+        value = self.number(target, "target.", key, default=0.0)
+        low, high = bounds
+        if not low <= value <= high:
+            raise self.fail(
+                f"target.{key}",
+                f"must be seconds from {low} to {high:.0f}, got {_shown(target[key])}",
+                fix,
+            )
+        return value
 
     def number(self, table: Mapping[str, Any], where: str, key: str, *, default: float) -> float:
         value = table.get(key, default)

@@ -46,6 +46,8 @@ class ReferenceAdapter:
     steps: tuple[tuple[str, str], ...] = ()
     #: The reference's job bodies carry nothing secret.
     sensitive_fields: tuple[str, ...] = ()
+    #: Its redelivery goes to a second consumer, whose start is waited on, never a poll.
+    poll_s: float | None = None
 
     def __init__(
         self,

@@ -4,11 +4,20 @@ when that attempt took its lease, never from the hold (no processes, no sleeps).
 from __future__ import annotations
 
 import threading
+from typing import cast
 
 import pytest
 
-from harness.drivers.delivery import RELEASE_WITHIN_LEASES, _Enqueue, _Window
+from harness.drivers import redelivery
 from harness.drivers.lease import lease_began
+from harness.drivers.redelivery import (
+    CONSUME_AFTER_S,
+    CONSUME_POLLS,
+    RELEASE_WITHIN_LEASES,
+    _Enqueue,
+    _Window,
+    consume_within_s,
+)
 from harness.history import Event
 from harness.rendezvous import Hit
 from harness.trial import Trial
@@ -118,3 +127,57 @@ def test_after_the_release_the_first_worker_takes_up_the_redelivery_only_by_a_cl
     assert window.takes_up(hit(1.86, "after_claim", "worker:w1"), lanes)
     assert not window.takes_up(hit(1.86, "after_claim", "worker:w1", job="j-0002"), lanes)
     assert not window.takes_up(hit(1.86, "after_claim", "enqueue"), lanes)
+
+
+def test_a_claim_before_the_hold_is_the_first_attempts_own_and_another_worker_takes_up() -> None:
+    # A later round: the redelivery's command started before the claim, so the window
+    # opens at the claim (1.0) and the first worker's request is held from 1.1.
+    window = _Window("j-0003", busy="worker:w1", opened=1.0, released=1.3, held=1.1)
+    lanes = {"worker:w1", "worker:w2"}
+    assert not window.takes_up(hit(0.9, "after_claim", "worker:w2", job="j-0003"), lanes)
+    assert not window.takes_up(hit(1.05, "before_external_call", "worker:w1", job="j-0003"), lanes)
+    assert window.takes_up(hit(1.05, "after_claim", "worker:w2", job="j-0003"), lanes)
+    assert window.takes_up(hit(1.2, "before_reconcile", "worker:w1", job="j-0003"), lanes)
+    assert not window.takes_up(hit(1.4, "after_local_write", "worker:w1", job="j-0003"), lanes)
+
+
+def test_a_redelivery_is_waited_for_by_the_targets_declared_poll() -> None:
+    # Undeclared: the harness's own floor. Declared: two of the worker's own polls more.
+    assert consume_within_s(None) == CONSUME_AFTER_S
+    assert consume_within_s(4.5) == CONSUME_AFTER_S + CONSUME_POLLS * 4.5
+
+
+class _SlowReads:
+    """A trial on a fake clock whose reads of the providers' writes take ``read_s``."""
+
+    def __init__(self, read_s: float, *, second_write_at: float = float("inf")) -> None:
+        self.now = 100.0
+        self.read_s = read_s
+        self.second_write_at = second_write_at
+        self.reads = 0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def writes(self, job: str) -> list[str]:
+        self.reads += 1
+        self.now += self.read_s
+        return ["w1", "w2"] if self.now >= self.second_write_at else ["w1"]
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_slow_read_of_the_writes_never_keeps_the_request_past_its_deadline() -> None:
+    slow = _SlowReads(read_s=0.3)
+    trial = cast(Trial, slow)
+    redelivery._hold_until(trial, "j-0001", release_by=100.5, clock=slow.monotonic)
+    # One read told how long a read takes; the rest of the hold is waited out.
+    assert slow.now == pytest.approx(100.5)
+    assert slow.reads == 1
+
+
+def test_a_second_write_ends_the_hold_early() -> None:
+    quick = _SlowReads(read_s=0.001, second_write_at=100.1)
+    redelivery._hold_until(cast(Trial, quick), "j-0001", release_by=100.5, clock=quick.monotonic)
+    assert 100.1 <= quick.now < 100.2

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.contract.errors import ConfigError
+from harness.targets.command import CommandAdapter
 from harness.targets.config import (
     CommandConfig,
     DockerConfig,
@@ -103,6 +104,23 @@ kind = "unqueryable"
     assert (config.max_attempts, config.status) == (None, None)
     # No declared SIGTERM grace: the trial's default (two leases) applies.
     assert config.term_grace_s is None
+    # No declared poll: the harness's own floor bounds a redelivery's take-up.
+    assert config.poll_s is None
+
+
+def test_a_declared_poll_is_kept_and_told_to_the_worker(tmp_path: Path) -> None:
+    path = write(tmp_path, edited("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\npoll_s = 4"))
+    config = load_config(path)
+    assert config.poll_s == 4.0
+    told = CommandAdapter(config, trial_dir=tmp_path / "t").worker_env(
+        "w1", mutant=None, lease_ttl_s=0.5, http_timeout_s=0.5
+    )
+    assert told["CRASHPOINT_POLL_S"] == "4.0"
+    # Undeclared, the worker is told nothing: it keeps its own.
+    unsaid = CommandAdapter(load_config(write(tmp_path, GOOD)), trial_dir=tmp_path / "u")
+    assert "CRASHPOINT_POLL_S" not in unsaid.worker_env(
+        "w1", mutant=None, lease_ttl_s=0.5, http_timeout_s=0.5
+    )
 
 
 def test_a_declared_term_grace_is_kept(tmp_path: Path) -> None:
@@ -320,6 +338,24 @@ MISTAKES = [
         ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\nterm_grace_s = "2s"'),
         'target.term_grace_s must be a number, got "2s" (a string)',
         "write term_grace_s = 2.0",
+    ),
+    (
+        "poll-zero",
+        ("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\npoll_s = 0"),
+        "target.poll_s must be seconds from 0.001 to 10, got 0",
+        "for example poll_s = 0.5, or leave it out",
+    ),
+    (
+        "poll-past-the-trials-bound",
+        ("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\npoll_s = 30"),
+        "target.poll_s must be seconds from 0.001 to 10, got 30",
+        "write the longest your worker sleeps between looks at its queue",
+    ),
+    (
+        "poll-not-a-number",
+        ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\npoll_s = "1s"'),
+        'target.poll_s must be a number, got "1s" (a string)',
+        "write poll_s = 0.5",
     ),
     (
         "max-attempts-zero",

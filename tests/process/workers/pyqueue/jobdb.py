@@ -81,6 +81,11 @@ def enqueue(conn: sqlite3.Connection, job_id: str, provider: str, body: str) -> 
     conn.execute("COMMIT")
 
 
+def known(conn: sqlite3.Connection, job_id: str) -> bool:
+    """Whether ``job_id`` was delivered before."""
+    return conn.execute("SELECT 1 FROM jobs WHERE job_id = ?", (job_id,)).fetchone() is not None
+
+
 def claim(conn: sqlite3.Connection, worker: str, lease_s: float) -> tuple[Lease | None, list[str]]:
     """Take the next delivery (or a job whose owner's lease ran out): the lease, if one was
     taken, and the jobs whose deliveries were consumed on the way.

@@ -1,4 +1,4 @@
-"""python3 worker.py [--cap N] [--bug done-on-reclaim]
+"""python3 worker.py [--cap N] [--bug done-on-reclaim] [--poll S] [--nap-after-jobs]
 
 A small third-party job worker, as a user would write one: its own SQLite queue
 (jobdb.py) in ``$CRASHPOINT_STATE_DIR``, Python's standard library only, and two
@@ -11,6 +11,10 @@ is counted and marked unknown in the queue before it is sent; an unknown outcome
 reconciled before anything is sent again; after a restore (``CRASHPOINT_RECOVERY=1``)
 every unfinished job is reconciled first; a provider that cannot be asked sends the job
 to review; writes stop at ``CRASHPOINT_MAX_ATTEMPTS``.
+
+It looks at its queue every ``CRASHPOINT_POLL_S`` (``--poll S`` instead), 0.02 s unless
+told; with ``--nap-after-jobs`` it sleeps that long after each job too, as a worker
+that works in batches does: a slow poll, yet correct.
 
 Bugs, for crashpoint to catch: ``--cap N`` sends up to N writes whatever the cap it was
 given; ``--bug done-on-reclaim`` closes a job taken over from an earlier owner as done
@@ -34,7 +38,7 @@ WORKER = os.environ.get("CRASHPOINT_WORKER_ID", f"py-{os.getpid()}")
 LEASE_S = float(os.environ.get("CRASHPOINT_LEASE_TTL_S", "1.0"))
 HTTP_TIMEOUT_S = float(os.environ.get("CRASHPOINT_HTTP_TIMEOUT_S", "2.0"))
 RECOVERY = os.environ.get("CRASHPOINT_RECOVERY") == "1"
-POLL_S = 0.02
+POLL_S = float(os.environ.get("CRASHPOINT_POLL_S", "0.02"))
 MAX_UNAVAILABLE = 50
 
 # -- the failpoint protocol (any language does the same in twenty lines) ------------------
@@ -241,7 +245,10 @@ def main() -> int:
     parser.add_argument(
         "--bug", action="append", default=[], choices=["done-on-reclaim", "email-in-key"]
     )
+    parser.add_argument("--poll", type=float, help="seconds between looks at the queue")
+    parser.add_argument("--nap-after-jobs", action="store_true", help="sleep a poll after a job")
     args = parser.parse_args()
+    poll = args.poll if args.poll is not None else POLL_S
     told = os.environ.get("CRASHPOINT_MAX_ATTEMPTS")
     cap = args.cap if args.cap is not None else (int(told) if told else None)
     conn = jobdb.connect()
@@ -251,12 +258,14 @@ def main() -> int:
         for job in consumed:
             failpoint("after_claim", job, None)
         if lease is None:
-            time.sleep(POLL_S)
+            time.sleep(poll)
             continue
         try:
             run_job(conn, lease, cap, set(args.bug))
         except LeaseLost as exc:
             log(str(exc))
+        if args.nap_after_jobs:
+            time.sleep(poll)
 
 
 if __name__ == "__main__":
