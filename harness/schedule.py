@@ -43,6 +43,8 @@ ACTIONS = ("kill", "pause", "toxic", "provider_fault", "restore", "duplicate")
 SIGNALS = ("SIGKILL", "SIGTERM")
 PROVIDER_FAULTS = ("fail_before_commit", "fail_lookup", "delay_response")
 TOXICS = ("latency", "timeout", "reset_peer", "slow_close", "bandwidth")
+#: The most hits a fault waits for, and the most requests a provider fault acts on.
+MAX_COUNT = 100
 #: The worker a fault aims at: whoever reached the boundary, or a worker by name.
 HITTER = "hitter"
 
@@ -180,8 +182,8 @@ def _check_step(step: FaultStep, where: str) -> None:
         raise bad("action", f"is unknown; use one of {', '.join(ACTIONS)}")
     for name in ("hit", "times"):
         value = getattr(step, name)
-        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 100:
-            raise bad(name, "must be an integer from 1 to 100")
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_COUNT:
+            raise bad(name, f"must be an integer from 1 to {MAX_COUNT}")
     for name in ("duration_s", "delay_s", "after_s"):
         value = getattr(step, name)
         if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 60:

@@ -9,11 +9,11 @@ and client timeout, so one schedule means the same thing against any target.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hypothesis import strategies as st
 
-from harness.schedule import FAILPOINTS, FaultStep, Schedule
+from harness.schedule import FAILPOINTS, MAX_COUNT, FaultStep, Schedule
 
 #: Failpoints in the order shrinking prefers them (the plainest boundaries first), the
 #: two around the external call drawn more often: most protocol bugs sit there.
@@ -35,6 +35,14 @@ _FIRST_HIT = st.just(1)
 #: Provider faults armed when a write's answer is lost: its reconcile's lookup is the next
 #: request, so a failing lookup first and most often; then the retry's write.
 _AFTER_LOST_RESPONSE = ("fail_lookup", "fail_lookup", "fail_before_commit", "delay_response")
+#: Provider faults armed at once: a failing write most often (see the kinds below).
+_AT_START = st.sampled_from(
+    ("fail_before_commit", "fail_before_commit", "fail_lookup", "delay_response")
+)
+#: Without a declared cap nothing is past it: a provider fault acts on at most this many
+#: requests, the harness's own few. More would only leave a correct worker that retries
+#: without a cap still retrying when the trial's bound runs out.
+FEW_FAILURES = 5
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ class Space:
     max_faults: int = 4
     max_jobs: int = 3
     max_workers: int = 2
-    #: The target's retry cap (provider faults go past it), None if it declares none.
+    #: The target's retry cap (failing writes are drawn past it), None if it declares none.
     max_attempts: int | None = 3
     #: Toxics need Toxiproxy; a duplicate to a second consumer needs an idempotent provider.
     network: bool = False
@@ -64,7 +72,6 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
     hits = st.sampled_from(_HITS)
     twice = st.integers(1, 2)
     pause_s = st.sampled_from((round(lease * 3, 3), round(lease * 1.5, 3)))
-    times = st.integers(1, (space.max_attempts or 3) + 2)
     provider_faults = st.sampled_from(("fail_before_commit", "fail_lookup", "delay_response"))
 
     def provider_fault(
@@ -72,14 +79,16 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
         faults: st.SearchStrategy[str] = provider_faults,
         hit: st.SearchStrategy[int] = _FIRST_HIT,
     ) -> st.SearchStrategy[FaultStep]:
-        return st.builds(
-            FaultStep,
-            at=at,
-            action=st.just("provider_fault"),
-            hit=hit,
-            fault=faults,
-            times=times,
-            delay_s=st.just(round(timeout * 2, 3)),
+        return faults.flatmap(
+            lambda fault: st.builds(
+                FaultStep,
+                at=at,
+                action=st.just("provider_fault"),
+                hit=hit,
+                fault=st.just(fault),
+                times=failure_counts(space, fault),
+                delay_s=st.just(round(timeout * 2, 3)),
+            )
         )
 
     # (weight, kind): kills and stops at failpoints, provider faults and lost responses
@@ -95,7 +104,9 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
                 signal=st.sampled_from(("SIGKILL", "SIGTERM")),
             ),
         ),
-        (3, provider_fault(st.just("start"))),
+        # At start a failing write drawn twice as often as the other two: at the cap, it
+        # is the one fault that shows a worker retrying past its cap.
+        (3, provider_fault(st.just("start"), _AT_START)),
         # A stop drawn a little more often than the provider faults: a stop before the call
         # is the only way to a stale token, and one kind of fault reaches it.
         (4, st.builds(FaultStep, at=points, action=st.just("pause"), hit=hits, duration_s=pause_s)),
@@ -157,6 +168,47 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
     return st.sampled_from(weighted).flatmap(lambda i: kinds[i][1])
 
 
+def failure_counts(space: Space, fault: str) -> st.SearchStrategy[int]:
+    """How many requests a provider fault acts on.
+
+    A failing write is what the target's cap counts, so with a declared cap it is drawn
+    below the cap (a bounded retry succeeds) or at the cap: one job's every attempt
+    fails, and :func:`per_job` makes it every job's. A worker that retries past its cap
+    shows only then. The other faults, and every fault of a target without a cap, act on
+    a few.
+    """
+    cap = space.max_attempts
+    if cap is None:
+        return st.integers(1, FEW_FAILURES)
+    if fault != "fail_before_commit":
+        return st.integers(1, min(cap + 2, MAX_COUNT))
+    if cap == 1:
+        return st.just(cap)
+    # By index, at the cap three times as often as below it (a retry with a new key or
+    # payload shows at the cap too), and a shrunk count comes down to the ones below it.
+    below, at_cap = st.integers(1, cap - 1), st.just(cap)
+    return st.sampled_from((0, 1, 1, 1)).flatmap(lambda i: (below, at_cap)[i])
+
+
+def per_job(schedule: Schedule, cap: int | None) -> Schedule:
+    """Failing writes drawn at the cap fail every attempt of every job: ``cap * jobs``.
+
+    The failures are not bound to a job; split between jobs, ``cap`` would leave each job
+    under the cap. Scaled once the jobs are drawn (they are drawn after the faults, which
+    keeps the other kinds' draws as they were), so a finding shrunk to one job fails
+    ``cap`` writes.
+    """
+    if cap is None or schedule.jobs == 1:
+        return schedule
+    faults = tuple(
+        replace(f, times=min(cap * schedule.jobs, MAX_COUNT))
+        if f.action == "provider_fault" and f.fault == "fail_before_commit" and f.times == cap
+        else f
+        for f in schedule.faults
+    )
+    return replace(schedule, faults=faults)
+
+
 def schedules(space: Space) -> st.SearchStrategy[Schedule]:
     """Schedules over ``space``: a provider kind, then jobs, workers and faults for it."""
 
@@ -171,6 +223,6 @@ def schedules(space: Space) -> st.SearchStrategy[Schedule]:
             workers=st.integers(1, space.max_workers),
             target=st.just(space.target),
             mutant=st.just(space.mutant),
-        )
+        ).map(lambda s: per_job(s, space.max_attempts))
 
     return st.sampled_from(space.providers).flatmap(for_provider)

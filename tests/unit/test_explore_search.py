@@ -165,7 +165,7 @@ def _new_key_on_conflict_bug(s: Schedule) -> bool:
 
 @pytest.mark.parametrize(
     ("bug", "found_at_least", "median_at_most"),
-    [(_lookup_error_bug, 8, 30), (_stale_token_bug, 8, 15), (_new_key_on_conflict_bug, 6, 30)],
+    [(_lookup_error_bug, 16, 30), (_stale_token_bug, 16, 15), (_new_key_on_conflict_bug, 12, 30)],
     ids=["lost_answer_then_failing_lookup", "stop_before_the_call", "duplicate_delivery"],
 )
 def test_each_kind_a_mutant_needs_is_found_within_50(
@@ -175,9 +175,11 @@ def test_each_kind_a_mutant_needs_is_found_within_50(
     # balance is asserted over the bugs that each need one rare kind. Each seed draws its
     # own sequence, so the claim is over seeds: most find it, and every finding shrinks
     # to at most three faults (a fault armed at once and a lost answer is a minimum too).
+    # Twenty seeds: over ten, one seed more or less moves the count past its bound when
+    # any draw changes (over forty, this draw and the one before found each alike).
     space = Space(lease_ttl_s=0.3, http_timeout_s=0.3)
     needed = []
-    for seed in range(1, 11):
+    for seed in range(1, 21):
         run, _ = _runner(lambda s, _: bug(s))
         found = Explorer(run, space, budget=50, seed=seed, confirm=Confirm(1, 1)).explore()
         needed.append(found.examples_needed)
