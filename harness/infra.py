@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import uuid
@@ -85,7 +84,7 @@ class RunInfra:
         from fake_providers import ProviderPool
 
         self.providers = ProviderPool(guard=self.watchdog)
-        warming = self._share_bytecode()
+        self._share_bytecode()
         if self.ledger == "postgres":
             self.pg_dsn = postgres_dsn(self.pg_dsn)
             try:
@@ -99,23 +98,13 @@ class RunInfra:
             self.docker = DockerBackend.for_target(self.command)
         if any(c.network for c in cells):
             self._start_toxiproxy()
-        if warming is not None:
-            bytecode.finish_warming(warming)
 
-    def _share_bytecode(self) -> subprocess.Popen[bytes] | None:
+    def _share_bytecode(self) -> None:
         """The reference worker's and the providers' processes share one bytecode cache
-        (see :mod:`harness.bytecode`); its warm-up runs while the rest starts."""
+        (see :mod:`harness.bytecode`) while the run lasts."""
         if self.command is not None or self.backend_name != "process":
-            return None  # the user's worker, or containers: their environment as it is
-        cache = self._stack.enter_context(bytecode.shared_bytecode())
-        if cache is None:
-            return None
-        assert self.watchdog is not None
-        self.watchdog.watch_dir(cache)
-        self._stack.callback(self.watchdog.forget_dir, cache)
-        warming = bytecode.start_warming()
-        self._stack.callback(bytecode.finish_warming, warming)  # reaped however _start ends
-        return warming
+            return  # the user's worker, or containers: their environment as it is
+        self._stack.enter_context(bytecode.shared_bytecode())
 
     def _start_toxiproxy(self) -> None:
         from harness.network import ToxiproxyServer, find_toxiproxy

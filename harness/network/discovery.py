@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.cachedir import cache_root
 from harness.contract.errors import InfrastructureError, ToxiproxyUnavailable
 from harness.network.api import ControlApi, host_port
 
@@ -38,12 +39,7 @@ class ToxiproxyLocation:
 
 def cached_binary(env: Mapping[str, str] | None = None) -> Path:
     """Where the pinned build lives: ``$CRASHPOINT_CACHE``, else ``~/.cache/crashpoint``."""
-    env = os.environ if env is None else env
-    if env.get("CRASHPOINT_CACHE"):
-        cache = Path(env["CRASHPOINT_CACHE"])
-    else:
-        cache = Path(env.get("HOME") or Path.home()) / ".cache" / "crashpoint"
-    return cache / f"toxiproxy-{TOXIPROXY_VERSION}" / "toxiproxy-server"
+    return cache_root(env) / f"toxiproxy-{TOXIPROXY_VERSION}" / "toxiproxy-server"
 
 
 def find_toxiproxy(
