@@ -8,6 +8,7 @@ one per connection in the HTTP server; the unit tests drive this class directly.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -146,6 +147,7 @@ class ProviderApp:
                 "GET": lambda: Reply.json(200, self.store.arrivals(after=_after(query)))
             },
             "/_oracle/effects": {"GET": lambda: Reply.json(200, self.store.effects())},
+            "/_oracle/releases": {"GET": lambda: Reply.json(200, self.store.releases())},
             "/_oracle/tools": {"GET": lambda: Reply.json(200, [t.to_json() for t in self.tools])},
             MCP_PATH: {m: lambda: self._mcp(req, query_raw) for m in ("POST", "GET", "DELETE")},
         }
@@ -379,7 +381,23 @@ class ProviderApp:
             committed=committed,
             effect_id=effect_id,
         )
-        return self.board.hold(armed, hold)
+        fault = armed.fault
+        if fault.release_after_s is not None:
+            hold.deadline = hold.t_mono + fault.release_after_s
+            hold.deadline_outcome = "drop" if fault.release_outcome == "drop" else "commit"
+        try:
+            return self.board.hold(armed, hold)
+        finally:
+            # How the hold ended, in the provider's log: the history's release event.
+            self.store.record_release(
+                arrival_id=w.arrival_id,
+                fault_id=armed.id,
+                action=fault.action,
+                job_id=w.job_id,
+                outcome=hold.outcome or "drop",
+                released_by=hold.released_by or "reset",
+                t_mono=hold.released_t if hold.released_t is not None else time.monotonic(),
+            )
 
     def _lookup(self, req: Request, path: str, query: dict[str, list[str]]) -> Reply:
         param = "idempotency_key" if self.kind == "idempotent" else MARKER_FIELD

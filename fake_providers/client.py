@@ -94,15 +94,26 @@ class ProviderClient:
                 )
 
     def release(
-        self, fault_id: str, outcome: str = "commit", *, arrival_id: int | None = None
+        self,
+        fault_id: str,
+        outcome: str = "commit",
+        *,
+        arrival_id: int | None = None,
+        by: float | None = None,
     ) -> int:
-        """Release held request(s): ``commit`` (or ``respond``) or ``drop``; returns how many."""
+        """Release held request(s): ``commit`` (or ``respond``) or ``drop``; returns how many.
+
+        With ``by`` (this machine's monotonic clock, as ``Held.t_mono``), not now: the
+        provider lets them go at ``by`` unless their deadline is earlier; returns how
+        many now have it. 0 when the holds were let go already (their deadline came).
+        """
         body: dict[str, Any] = {"outcome": outcome}
         if arrival_id is not None:
             body["arrival_id"] = arrival_id
-        return int(
-            self._call("POST", f"/_control/faults/{fault_id}/release", json=body)["released"]
-        )
+        if by is not None:
+            body["release_by"] = by
+        doc = self._call("POST", f"/_control/faults/{fault_id}/release", json=body)
+        return int(doc["scheduled"] if by is not None else doc["released"])
 
     def configure(self, *, key_ttl_s: float | None = None) -> dict[str, Any]:
         """Change the provider's settings (``key_ttl_s``: how long it remembers a key);
@@ -151,6 +162,12 @@ class ProviderClient:
     def effects(self) -> list[Effect]:
         """Every committed effect, in commit order: the ground truth."""
         return [Effect.from_json(e) for e in self._call("GET", "/_oracle/effects")]
+
+    def releases(self) -> list[dict[str, Any]]:
+        """How and when each held request was let go, in order: ``arrival_id``,
+        ``fault_id``, ``action``, ``job_id``, ``outcome`` (commit or drop),
+        ``released_by`` (harness, deadline, hold_max, reset), ``t_mono``."""
+        return list(self._call("GET", "/_oracle/releases"))
 
     def tools(self) -> list[dict[str, Any]]:
         """The tools the provider serves at ``/mcp`` with their annotations, as declared

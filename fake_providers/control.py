@@ -119,6 +119,13 @@ class ControlAPI:
                 f"delay_s={fault.delay_s!r} exceeds this provider's hold limit of "
                 f"{self.board.hold_max_s:g} s (--hold-max-s)",
             )
+        if fault.release_after_s is not None and fault.release_after_s > self.board.hold_max_s:
+            # The hold limit would drop the request first: not the outcome asked for.
+            raise Problem(
+                422,
+                f"release_after_s={fault.release_after_s!r} exceeds this provider's hold "
+                f"limit of {self.board.hold_max_s:g} s (--hold-max-s)",
+            )
         return Reply.json(201, {"fault_id": self.board.arm(fault)})
 
     def _disarm(self) -> Reply:
@@ -228,6 +235,10 @@ class ControlAPI:
         return Reply.json(200, [h.to_json() for h in holds])
 
     def _release(self, fault_id: str, req: Request) -> Reply:
+        """Let held requests go now, or (``release_by``, on this machine's monotonic
+        clock) at that deadline when it is earlier than theirs. A release that finds its
+        holds let go already (their deadline came first) is no error: the answer says how
+        each ended (``earlier``)."""
         data = json_object(req)
         outcome = data.get("outcome", "commit")
         if not isinstance(outcome, str) or outcome not in OUTCOMES:
@@ -237,16 +248,32 @@ class ControlAPI:
             not isinstance(arrival_id, int) or isinstance(arrival_id, bool)
         ):
             raise Problem(422, f"arrival_id={arrival_id!r} must be an integer")
-        n = self.board.release(
-            fault_id, "drop" if outcome == "drop" else "commit", arrival_id=arrival_id
+        by = data.get("release_by")
+        if by is not None and (
+            isinstance(by, bool) or not isinstance(by, int | float) or not math.isfinite(by)
+        ):
+            raise Problem(
+                422,
+                f"release_by={by!r} must be a finite time on the provider's monotonic clock "
+                "(seconds, as t_mono in held requests), or null to release now",
+            )
+        n, earlier = self.board.let_go(
+            fault_id,
+            "drop" if outcome == "drop" else "commit",
+            arrival_id=arrival_id,
+            by=None if by is None else float(by),
         )
-        if n == 0:
+        if n == 0 and not earlier:
             raise Problem(
                 409,
                 f"fault {fault_id} holds no request{'' if arrival_id is None else f' {arrival_id}'}"
-                f"; call wait_held first (it may have been released already)",
+                f"; call wait_held first",
             )
-        return Reply.json(200, {"released": n})
+        doc: dict[str, object] = {"released": 0 if by is not None else n}
+        if by is not None:
+            doc["scheduled"] = n
+        doc["earlier"] = [h.release_json() for h in earlier]
+        return Reply.json(200, doc)
 
 
 def _positive_seconds(value: object) -> float | None:

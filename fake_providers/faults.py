@@ -1,9 +1,13 @@
 """Armed faults and the hold rendezvous, shared by every request thread of a provider.
 
-A hold parks the request thread on an event until the harness releases it. The thread
-never depends on its client: the harness usually kills the client while it is held,
-and releasing must still commit or drop exactly as asked. On shutdown (or after
+A hold parks the request thread until the harness releases it, or until the deadline the
+fault gave (``release_after_s``): the provider lets go on time by itself, so a harness
+slowed by a loaded machine cannot keep a request frozen past the lease it was sized for.
+The earlier release wins; a later one finds the hold released already. The thread never
+depends on its client: the harness usually kills the client while it is held, and
+releasing must still commit or drop exactly as asked. On shutdown (or after
 ``hold_max_s``, so a forgotten hold cannot pin a thread forever) holds end as ``drop``.
+Each hold keeps who let it go (``released_by``) and when, for the provider's log.
 """
 
 from __future__ import annotations
@@ -32,7 +36,14 @@ class Hold:
     committed: bool
     effect_id: int | None
     t_mono: float = field(default_factory=time.monotonic)
+    #: When the provider lets go by itself (monotonic), with ``deadline_outcome``.
+    deadline: float | None = None
+    deadline_outcome: str = "commit"
     outcome: str | None = None
+    #: Who let it go: ``harness`` (a release call), ``deadline``, ``hold_max`` or
+    #: ``reset`` (reset, wipe or shutdown); and when (monotonic).
+    released_by: str | None = None
+    released_t: float | None = None
     released: threading.Event = field(default_factory=threading.Event)
 
     def to_json(self) -> dict[str, Any]:
@@ -46,6 +57,16 @@ class Hold:
             "committed": self.committed,
             "effect_id": self.effect_id,
             "t_mono": self.t_mono,
+            "release_by": self.deadline,
+        }
+
+    def release_json(self) -> dict[str, Any]:
+        """How the hold ended, as ``release`` answers for a hold let go already."""
+        return {
+            "arrival_id": self.arrival_id,
+            "outcome": self.outcome,
+            "released_by": self.released_by,
+            "t_mono": self.released_t,
         }
 
 
@@ -113,13 +134,24 @@ class FaultBoard:
 
     def hold(self, armed: Armed, hold: Hold) -> str:
         """Park the calling request thread until released; returns the outcome."""
+        limit = hold.t_mono + self.hold_max_s
         with self._cond:
             if self._closed or self._draining:
+                hold.outcome, hold.released_by, hold.released_t = "drop", "reset", time.monotonic()
                 return "drop"
             armed.holds.append(hold)
             self._cond.notify_all()
-        if not hold.released.wait(self.hold_max_s):
-            self._release(hold, "drop")
+            while not hold.released.is_set():
+                # Read each time round: a release call may shorten the deadline.
+                due = limit if hold.deadline is None else min(hold.deadline, limit)
+                left = due - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                if hold.deadline is not None and hold.deadline <= limit:
+                    self._release(hold, hold.deadline_outcome, by="deadline")
+                else:
+                    self._release(hold, "drop", by="hold_max")
         return hold.outcome or "drop"
 
     def wait_held(self, fault_id: str, timeout_s: float) -> Hold | None:
@@ -148,17 +180,34 @@ class FaultBoard:
                 self._cond.wait(left)
 
     def release(self, fault_id: str, outcome: str, *, arrival_id: int | None = None) -> int:
-        """Release the requests held under ``fault_id`` (or just ``arrival_id``)."""
+        """Release the requests held under ``fault_id`` (or just ``arrival_id``) now."""
+        return self.let_go(fault_id, outcome, arrival_id=arrival_id)[0]
+
+    def let_go(
+        self,
+        fault_id: str,
+        outcome: str,
+        *,
+        arrival_id: int | None = None,
+        by: float | None = None,
+    ) -> tuple[int, list[Hold]]:
+        """Release the requests held under ``fault_id`` (or just ``arrival_id``): now, or
+        (``by``, monotonic) at that deadline if it is earlier than the one they have.
+        Returns how many were released (or had their deadline set), and the matching
+        holds that were released already, for a release that came late."""
         with self._cond:
             armed = self._get(fault_id)
-            targets = [
-                h
-                for h in armed.holds
-                if not h.released.is_set() and (arrival_id is None or h.arrival_id == arrival_id)
-            ]
-        for h in targets:
-            self._release(h, outcome)
-        return len(targets)
+            mine = [h for h in armed.holds if arrival_id is None or h.arrival_id == arrival_id]
+            targets = [h for h in mine if not h.released.is_set()]
+            if by is not None:
+                for h in targets:
+                    if h.deadline is None or by < h.deadline:
+                        h.deadline, h.deadline_outcome = by, outcome
+                self._cond.notify_all()  # each held thread reads its deadline again
+            else:
+                for h in targets:
+                    self._release(h, outcome, by="harness")
+            return len(targets), [h for h in mine if h.released.is_set() and h not in targets]
 
     def disarm_all(self) -> None:
         """Forget armed faults; requests already held stay held until released."""
@@ -175,7 +224,7 @@ class FaultBoard:
             self._armed.clear()
         n = 0
         for h in holds:
-            n += self._release(h, "drop")
+            n += self._release(h, "drop", by="reset")
         return n
 
     def pause(self, seconds: float) -> None:
@@ -214,11 +263,11 @@ class FaultBoard:
         with self._cond:
             return [a.to_json() for a in self._armed.values()]
 
-    def _release(self, hold: Hold, outcome: str) -> int:
+    def _release(self, hold: Hold, outcome: str, *, by: str) -> int:
         with self._cond:
             if hold.released.is_set():
                 return 0
-            hold.outcome = outcome
+            hold.outcome, hold.released_by, hold.released_t = outcome, by, time.monotonic()
             hold.released.set()
             self._cond.notify_all()
             return 1

@@ -45,6 +45,11 @@ class Fault:
     matches any request). ``times`` is how many requests it acts on. ``status`` is the
     5xx that ``fail_before_commit`` and ``fail_lookup`` answer (every fault carries a
     5xx, used or not); ``delay_s`` is the pause of ``delay_response``.
+
+    ``release_after_s`` (hold actions only) is the provider's own deadline for a held
+    request, counted from the hold on its monotonic clock: the harness's release may come
+    earlier, but however late it comes (a loaded machine), the request is let go by then,
+    with ``release_outcome``. None: held until released (or ``--hold-max-s``).
     """
 
     action: str
@@ -54,6 +59,8 @@ class Fault:
     times: int = 1
     status: int = 503
     delay_s: float = 0.0
+    release_after_s: float | None = None
+    release_outcome: str = "commit"
 
     def __post_init__(self) -> None:
         # Faults arrive as JSON from anyone holding the secret: check types as well as
@@ -77,6 +84,30 @@ class Fault:
         ):
             raise ValueError(
                 f"Fault delay_s={self.delay_s!r} must be a finite number of seconds, not negative"
+            )
+        self._check_deadline()
+
+    def _check_deadline(self) -> None:
+        after = self.release_after_s
+        if after is not None:
+            if isinstance(after, bool) or not isinstance(after, int | float):
+                raise ValueError(
+                    f"Fault release_after_s={after!r} must be a number of seconds or null"
+                )
+            if not 0 <= after < math.inf:
+                raise ValueError(
+                    f"Fault release_after_s={after!r} must be finite and not negative "
+                    f"(seconds from the hold)"
+                )
+            if self.action not in HOLD_ACTIONS:
+                raise ValueError(
+                    f"Fault release_after_s is for hold faults only ({', '.join(HOLD_ACTIONS)}); "
+                    f"{self.action!r} never holds"
+                )
+        if not isinstance(self.release_outcome, str) or self.release_outcome not in OUTCOMES:
+            raise ValueError(
+                f"Fault release_outcome={self.release_outcome!r} is unknown; "
+                f"use one of {', '.join(OUTCOMES)}"
             )
 
     def to_json(self) -> dict[str, Any]:

@@ -362,8 +362,11 @@ def _control(hold_max_s: float) -> Doc:
                         "200": _json("Released", _ref("Released")),
                         **_BODY_ERRORS,
                         "404": unknown,
-                        "409": _problem("Nothing is held under this fault"),
-                        "422": _problem("Unknown outcome, or arrival_id not an integer"),
+                        "409": _problem("Nothing was ever held under this fault"),
+                        "422": _problem(
+                            "Unknown outcome, arrival_id not an integer, or release_by "
+                            "not a finite number"
+                        ),
                     },
                 }
             )
@@ -476,6 +479,19 @@ def _oracle() -> Doc:
                 }
             )
         },
+        "/_oracle/releases": {
+            "get": _sealed(
+                {
+                    "operationId": "releases",
+                    "summary": "How and when each held request was let go, in order",
+                    "responses": {
+                        "200": _json(
+                            "Releases in order", {"type": "array", "items": _ref("ReleaseRecord")}
+                        )
+                    },
+                }
+            )
+        },
         "/_oracle/tools": {
             "get": _sealed(
                 {
@@ -519,6 +535,8 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
             "committed": {"type": "boolean"},
             "effect_id": opt_integer,
             "t_mono": number,
+            # When the provider lets it go by itself (monotonic; null: no deadline).
+            "release_by": _nullable("number"),
         }
     )
     fault = _object(
@@ -530,6 +548,14 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
             "times": {"type": "integer", "minimum": 1},
             "status": {"type": "integer", "minimum": 500, "maximum": 599},
             "delay_s": {"type": "number", "minimum": 0, "maximum": hold_max_s},
+            # Hold faults only: the provider lets a held request go this long after the
+            # hold, with release_outcome, even if no release call comes (null: none).
+            "release_after_s": {
+                "type": ["number", "null"],
+                "minimum": 0,
+                "maximum": hold_max_s,
+            },
+            "release_outcome": {"type": "string", "enum": list(OUTCOMES)},
         },
         required=["action"],
     )
@@ -647,10 +673,49 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
             {
                 "outcome": {"type": "string", "enum": list(OUTCOMES)},
                 "arrival_id": opt_integer,
+                # Not now but at this time on the provider's monotonic clock (as t_mono),
+                # if earlier than the deadline the hold has.
+                "release_by": _nullable("number"),
             },
             required=[],
         ),
-        "Released": _object({"released": integer}),
+        "Released": _object(
+            {
+                "released": integer,
+                # With release_by: how many holds now have that deadline.
+                "scheduled": integer,
+                # Matching holds let go already (by their deadline, or an earlier call).
+                "earlier": {
+                    "type": "array",
+                    "items": _object(
+                        {
+                            "arrival_id": integer,
+                            "outcome": text,
+                            "released_by": text,
+                            "t_mono": number,
+                        }
+                    ),
+                },
+            },
+            required=["released"],
+        ),
+        "ReleaseRecord": _object(
+            {
+                "id": integer,
+                "provider": text,
+                "arrival_id": integer,
+                "fault_id": text,
+                "action": text,
+                "job_id": opt_text,
+                "outcome": {"type": "string", "enum": ["commit", "drop"]},
+                "released_by": {
+                    "type": "string",
+                    "enum": ["harness", "deadline", "hold_max", "reset"],
+                },
+                "t_mono": number,
+                "t_wall": number,
+            }
+        ),
         "Wiped": _object(
             {
                 "url": {"type": ["string", "null"]},

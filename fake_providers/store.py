@@ -59,6 +59,18 @@ CREATE TABLE IF NOT EXISTS effects (
     t_wall REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS effects_by_marker ON effects (client_marker);
+CREATE TABLE IF NOT EXISTS releases (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    provider TEXT NOT NULL,
+    arrival_id INTEGER NOT NULL,
+    fault_id TEXT NOT NULL,
+    action TEXT NOT NULL,
+    job_id TEXT,
+    outcome TEXT NOT NULL,
+    released_by TEXT NOT NULL,
+    t_mono REAL NOT NULL,
+    t_wall REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     key TEXT PRIMARY KEY,
     fingerprint TEXT NOT NULL,
@@ -74,6 +86,9 @@ _ARRIVAL_COLUMNS = (
     "id, t_mono, t_wall, provider, kind, method, path, job_id, idempotency_key, "
     "client_marker, fingerprint, fencing_token, worker_id, peer_pid, status, committed, "
     "replayed, effect_id, fault, identity"
+)
+_RELEASE_COLUMNS = (
+    "id, provider, arrival_id, fault_id, action, job_id, outcome, released_by, t_mono, t_wall"
 )
 _EFFECT_COLUMNS = (
     "id, provider, job_id, idempotency_key, client_marker, fingerprint, arrival_id, t_mono, t_wall"
@@ -166,7 +181,7 @@ class Store:
         with self._bookkeeping():
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                for table in ("arrivals", "effects", "idempotency_keys"):
+                for table in ("arrivals", "effects", "idempotency_keys", "releases"):
                     self._db.execute(f"DELETE FROM {table}")
                 # AUTOINCREMENT keeps its high-water marks here; a fresh file has none.
                 self._db.execute("DELETE FROM sqlite_sequence")
@@ -329,6 +344,47 @@ class Store:
         for e in out:
             e["external_id"] = external_id(e["provider"], e["id"])
         return out
+
+    # -- held requests let go ---------------------------------------------------------
+
+    def record_release(
+        self,
+        *,
+        arrival_id: int,
+        fault_id: str,
+        action: str,
+        job_id: str | None,
+        outcome: str,
+        released_by: str,
+        t_mono: float,
+    ) -> None:
+        """How a held request was let go (``outcome``, ``released_by``) and when."""
+        try:
+            with self._bookkeeping():
+                self._db.execute(
+                    f"INSERT INTO releases ({_RELEASE_COLUMNS.removeprefix('id, ')})"
+                    " VALUES (?,?,?,?,?,?,?,?,?)",
+                    (
+                        self.provider,
+                        arrival_id,
+                        fault_id,
+                        action,
+                        job_id,
+                        outcome,
+                        released_by,
+                        t_mono,
+                        self._wall(),
+                    ),
+                )
+        except sqlite3.ProgrammingError:
+            # Closed: a hold dropped at shutdown ends after the log did; nobody reads it.
+            pass
+
+    def releases(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_RELEASE_COLUMNS} FROM releases ORDER BY id")
+            names = [d[0] for d in rows.description]
+            return [dict(zip(names, r, strict=True)) for r in rows.fetchall()]
 
     # -- idempotency keys -----------------------------------------------------------
 

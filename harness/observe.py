@@ -2,8 +2,9 @@
 
 Each provider arrival becomes one ``arrival`` (a write) or ``reconcile`` (a lookup) event
 carrying the whole arrival; each committed effect one ``commit`` event carrying the
-effect; each ledger row the event the target adapter makes of it; each worker JSON log
-line worth a mark one event in that worker's lane. Every one is appended exactly once,
+effect; each held request let go one ``release`` event (how, by whom, when); each
+ledger row the event the target adapter makes of it; each worker JSON log line worth a
+mark one event in that worker's lane. Every one is appended exactly once,
 with the time it happened (the history sorts by time), however often :meth:`drain` runs.
 
 A provider keeps updating an arrival row until its request ends (a commit sets 201
@@ -41,6 +42,8 @@ class ProviderLog(Protocol):
 
     def effects(self) -> list[Effect]: ...
 
+    def releases(self) -> list[dict[str, Any]]: ...
+
 
 class LedgerLog(Protocol):
     """A target whose ledger rows become events (:class:`harness.target.TargetAdapter`)."""
@@ -61,6 +64,7 @@ class Observer:
         #: Arrivals and effects by (provider name, id): ids are each provider's own.
         self._arrivals: dict[tuple[str, int], tuple[Arrival, Event]] = {}
         self._effects: set[tuple[str, int]] = set()
+        self._releases: set[tuple[str, int]] = set()
         self._ledger_rows: set[tuple[Any, ...]] = set()
 
     def watch_provider(self, provider: ProviderLog) -> None:
@@ -81,6 +85,7 @@ class Observer:
             for provider, last in self._providers:
                 self._arrivals_since(provider, last, last[0])
                 self._new_effects(provider)
+                self._new_releases(provider)
             self._new_ledger_rows()
             for worker in list(self._logs):
                 self._new_log_lines(worker)
@@ -111,6 +116,11 @@ class Observer:
         fresh = [e for e in provider.effects() if (e.provider, e.id) not in self._effects]
         self._effects.update((e.provider, e.id) for e in fresh)
         self.history.extend(commit_event(e) for e in fresh)
+
+    def _new_releases(self, provider: ProviderLog) -> None:
+        fresh = [r for r in provider.releases() if (r["provider"], r["id"]) not in self._releases]
+        self._releases.update((r["provider"], r["id"]) for r in fresh)
+        self.history.extend(release_event(r) for r in fresh)
 
     def _new_ledger_rows(self) -> None:
         if self._ledger is None:
@@ -170,6 +180,20 @@ def commit_event(e: Effect) -> Event:
         t=e.t_mono, source=f"provider:{e.provider}", kind="commit", job=e.job_id, fields=fields
     )
     return made_from(event, e)
+
+
+def release_event(r: dict[str, Any]) -> Event:
+    """The event of one held request let go: how (``outcome``), by whom (``released_by``:
+    the harness's call, the hold's own deadline, the hold limit, a reset) and when."""
+    fields = {k: v for k, v in r.items() if k not in ("id", "t_mono", "job_id")}
+    fields.update(arrival=r["arrival_id"], release=r["id"])
+    return Event(
+        t=float(r["t_mono"]),
+        source=f"provider:{r['provider']}",
+        kind="release",
+        job=r["job_id"],
+        fields=fields,
+    )
 
 
 def log_events(text: str, worker: str) -> Iterator[Event]:

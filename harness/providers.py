@@ -27,10 +27,16 @@ class ProviderControl(Protocol):
         """Block until ``count`` requests were held under a ``times >= count`` hold."""
 
     def release(
-        self, fault_id: str, outcome: str = "commit", *, arrival_id: int | None = None
+        self,
+        fault_id: str,
+        outcome: str = "commit",
+        *,
+        arrival_id: int | None = None,
+        by: float | None = None,
     ) -> int:
         """Let held request(s) go (one, by ``arrival_id``): ``commit`` (or ``respond``) or
-        ``drop``; how many."""
+        ``drop``; how many (0: let go already, by their deadline). With ``by`` (monotonic),
+        the provider lets them go by then itself."""
 
     def disarm_all(self) -> None:
         """Disarm every fault still armed."""

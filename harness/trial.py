@@ -495,9 +495,27 @@ class Trial:
         self.observer.drain()
         return [e for e in self.history.of_kind("arrival") if e.job == job]
 
-    def release(self, fault_id: str, outcome: str) -> None:
-        self.client.release(fault_id, outcome=outcome)
-        self.history.append(f"provider:{self.provider_name}", "release", outcome=outcome)
+    def release(
+        self,
+        fault_id: str,
+        outcome: str,
+        *,
+        arrival_id: int | None = None,
+        by: float | None = None,
+    ) -> None:
+        """Let the held request go now (or, ``by``, have the provider let it go by then).
+
+        The ``release`` event comes from the provider's log, at the moment it let go:
+        this call's, or the hold's own deadline's when that came first (then this call
+        is late and harmless, and the history says so)."""
+        n = self.client.release(fault_id, outcome=outcome, arrival_id=arrival_id, by=by)
+        if n == 0:
+            self.history.append(
+                "supervisor",
+                "note",
+                text=f"release ({outcome}) of fault {fault_id} came after the provider had "
+                "let the held request go at its deadline",
+            )
 
     def send(self, handle: WorkerHandle, sig: str) -> None:
         """Deliver ``sig`` to the worker's whole tree, recorded in the history."""

@@ -180,8 +180,15 @@ class _Round:
             # A take-up counts from the first attempt's claim on: before it, the job was
             # not yet in flight.
             self.window.opened = max(self.window.opened, self.began)
-            _hold_until(trial, self.job, self.began + budget)
-            self.window.released = time.monotonic()
+            # The provider lets the request go by the deadline itself: the reads below
+            # take a while on a loaded machine and must not keep it frozen past it. Set
+            # once the claim is read (the deadline counts from it, and the earlier one
+            # wins at the provider, so a guess from before the read would stick).
+            release_by = self.began + budget
+            trial.release(fault_id, "commit", by=release_by)
+            _hold_until(trial, self.job, release_by)
+            # Let go now, or at the deadline already if this comes later (a harmless call).
+            self.window.released = min(time.monotonic(), release_by)
             trial.release(fault_id, "commit")
             if self.redelivery.running():
                 trial.history.append(
@@ -260,8 +267,9 @@ def _hold_until(
 ) -> None:
     """Keep ``job``'s request held until ``release_by``, or until a second write for it
     reached the provider. Reading the writes brings in the providers' logs, which takes a
-    while on a loaded machine: it is read only while that much time is left, so that no
-    read keeps the request frozen past its deadline (a ghost a peer could race)."""
+    while on a loaded machine: it is read only while that much time is left, so that the
+    harness's release (and its record of when the hold ended) comes on time. The provider
+    lets go at ``release_by`` by itself either way, so no read can make a ghost."""
     read_s = 0.0
     while True:
         left = release_by - clock()

@@ -105,8 +105,25 @@ class Player:
             return trial.rendezvous.hold(step.at, times=step.hit)
         if step.at in ("arrival", "commit", "response"):
             action = "hold_before_commit" if step.at == "arrival" else "hold_after_commit"
-            return trial.arm(Fault(action, times=step.hit))
+            return trial.arm(Fault(action, times=step.hit, **self._deadline(step)))
         return None
+
+    def _deadline(self, step: FaultStep) -> dict[str, Any]:
+        """A request held before commit is let go by the provider itself, dropped, half a
+        lease after the hold: the player's release may come late on a loaded machine
+        (it reads the providers' logs first), and a late commit is a ghost. Dropped, as
+        :meth:`_act` drops a release that comes past it. A second consumer's duplicate
+        waits longer on purpose (its own ledger races no lease): no deadline there."""
+        trial = self.trial
+        assert trial.target is not None
+        if step.at != "arrival" or (
+            step.action == "duplicate" and trial.target.redelivery == "second_consumer"
+        ):
+            return {}
+        return {
+            "release_after_s": trial.config.lease_ttl_s * RELEASE_WITHIN_LEASES,
+            "release_outcome": "drop",
+        }
 
     def _reach(self, step: FaultStep, armed: Gate | str | None) -> _At | None:
         """Wait for the boundary, act there, and say where it landed (None: not reached)."""
@@ -224,8 +241,8 @@ class Player:
                     trial.history.append(
                         "supervisor", "note", text="held request dropped: let go too late"
                     )
-                trial.client.release(fault_id, outcome, arrival_id=arrival)
-                trial.history.append(f"provider:{trial.provider_name}", "release", outcome=outcome)
+                # Harmless when the provider's deadline let it go first (noted so).
+                trial.release(fault_id, outcome, arrival_id=arrival)
 
         if step.action == "kill":
             if worker is not None and worker.alive():

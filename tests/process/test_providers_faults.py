@@ -280,3 +280,66 @@ def test_wait_held_times_out_when_nothing_matches(start: Start) -> None:
     assert _write(p, "j-1").status_code == 201
     with pytest.raises(RendezvousTimeout, match=fault_id):
         p.client.wait_held(fault_id, timeout_s=0.2)
+
+
+@pytest.mark.parametrize("kind", ["idempotent", "plain"])
+def test_a_hold_is_committed_at_its_deadline_with_no_release_sent(start: Start, kind: str) -> None:
+    # The provider lets go by itself: a harness slowed past the deadline (or gone) cannot
+    # keep the request frozen longer. No release call is ever sent here.
+    p = start(kind)
+    fault_id = p.client.arm(Fault("hold_before_commit", job="j-1", release_after_s=1.0))
+    bg = Background(lambda: _write(p, "j-1"))
+    held = p.client.wait_held(fault_id, timeout_s=10.0)
+    assert held.committed is False
+    assert bg.done_at is None
+    bg.join()
+    assert bg.response is not None
+    assert bg.response.status_code == 201
+    [effect] = p.client.effects()
+    assert effect.arrival_id == held.arrival_id
+    assert effect.t_mono >= held.t_mono + 1.0
+    # The provider's log says how and when it let go, on the clock held.t_mono is on.
+    [release] = p.client.releases()
+    assert (release["arrival_id"], release["outcome"], release["released_by"]) == (
+        held.arrival_id,
+        "commit",
+        "deadline",
+    )
+    assert held.t_mono + 1.0 <= release["t_mono"] <= effect.t_mono
+    # A release that comes after the deadline is harmless: nothing left to let go.
+    assert p.client.release(fault_id, "drop") == 0
+    assert len(p.client.effects()) == 1
+
+
+def test_a_release_call_can_set_a_held_requests_deadline(start: Start) -> None:
+    # The deadline known only once the hold is seen (a lease counted from a claim).
+    p = start("idempotent")
+    fault_id = p.client.arm(Fault("hold_before_commit", job="j-1"))
+    bg = Background(lambda: _write(p, "j-1"))
+    held = p.client.wait_held(fault_id, timeout_s=10.0)
+    by = time.monotonic() + 0.5
+    assert p.client.release(fault_id, "commit", by=by) == 1
+    # A later deadline does not put it off: the earlier one wins.
+    assert p.client.release(fault_id, "commit", by=by + 60.0) == 1
+    bg.join()
+    assert bg.response is not None
+    assert bg.response.status_code == 201
+    [release] = p.client.releases()
+    assert release["released_by"] == "deadline"
+    assert by <= release["t_mono"] < by + 30.0
+    assert release["arrival_id"] == held.arrival_id
+
+
+def test_a_harness_release_before_the_deadline_wins(start: Start) -> None:
+    p = start("plain")
+    fault_id = p.client.arm(
+        Fault("hold_before_commit", job="j-1", release_after_s=60.0, release_outcome="commit")
+    )
+    bg = Background(lambda: _write(p, "j-1"))
+    p.client.wait_held(fault_id, timeout_s=10.0)
+    assert p.client.release(fault_id, "drop") == 1
+    bg.join()
+    assert isinstance(bg.error, httpx.TransportError)
+    assert p.client.effects() == []
+    [release] = p.client.releases()
+    assert (release["outcome"], release["released_by"]) == ("drop", "harness")

@@ -45,6 +45,7 @@ class Provider:
     def __init__(self) -> None:
         self.rows: list[Arrival] = []
         self.commits: list[Effect] = []
+        self.lets_go: list[dict[str, Any]] = []
         self.pages: list[int] = []
 
     def arrivals(self, *, after: int = 0) -> list[Arrival]:
@@ -53,6 +54,9 @@ class Provider:
 
     def effects(self) -> list[Effect]:
         return list(self.commits)
+
+    def releases(self) -> list[dict[str, Any]]:
+        return list(self.lets_go)
 
 
 class Ledger:

@@ -78,6 +78,8 @@ def test_arm_posts_the_fault(mock: respx.MockRouter, client: ProviderClient) -> 
         "times": 2,
         "status": 502,
         "delay_s": 0.0,
+        "release_after_s": None,
+        "release_outcome": "commit",
     }
 
 

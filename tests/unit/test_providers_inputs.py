@@ -194,8 +194,8 @@ def test_every_described_operation_is_routed_and_answers_as_described(
         if path.startswith(("/_control", "/_oracle"))
         for op in item.values()
     ]
-    # 9, settings GET and POST, identities GET and POST, tools, wipe
-    assert len(sealed) == 15
+    # 9, settings GET and POST, identities GET and POST, tools, wipe, releases
+    assert len(sealed) == 16
     assert all(op["security"] == [{"secret": []}] and "403" in op["responses"] for op in sealed)
 
 
