@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import site
 from pathlib import Path
 
 import pytest
 
+import scenarios
 from harness.contract.env import provider_env_var
 from harness.contract.errors import ConfigError
 from scenarios import ReferenceTarget
@@ -84,7 +87,11 @@ def test_reference_target_env_round_trips(tmp_path: object) -> None:
         0.3,
         4,
     )
-    assert target.worker_argv()[1:] == ["-m", "scenarios.worker"]
+    # Started without site (-S): the paths site would have added come in PYTHONPATH.
+    assert target.worker_argv()[1:] == ["-S", "-m", "scenarios.worker"]
+    path = env["PYTHONPATH"].split(os.pathsep)
+    assert str(Path(scenarios.__file__).resolve().parent.parent) in path
+    assert set(site.getsitepackages()) <= set(path)
 
 
 @pytest.mark.parametrize("name", ["pay--v2", "crm.v2", "mail-out", "Billing_EU", "a..b--c"])
