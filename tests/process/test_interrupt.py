@@ -20,6 +20,10 @@ def start_run(tmp_path: Path, marked: Marked) -> subprocess.Popen[str]:
     env = marked.env()
     args = ["run", "--scenario", "lease_expiry_slow_worker"]
     args += ["--scenario", "crash_before_external_call", "-j", "2", "--out", str(tmp_path / "o")]
+    # A long lease keeps every trial waiting for it to run out (10 s or more each), so the
+    # run is still busy when the signal comes: at the reference's own lease these twelve
+    # trials take about 3 s, less than seeing the run busy and sampling it can take.
+    args += ["--lease-ttl-s", "10"]
     return subprocess.Popen(
         [sys.executable, "-m", "harness", *args],
         env=env,
