@@ -10,6 +10,7 @@ index so a violation can point at the events it was decided from.
 
 from __future__ import annotations
 
+import bisect
 import functools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -132,10 +133,19 @@ class Record:
     #: Their tokens are from their own ledger and their retries count against their own
     #: cap; a worker not named here works for the trial's target (consumer 1).
     consumer_of: Mapping[str, int] = field(default_factory=dict)
+    #: The indexes of the supervisor's ledger restores: a restore puts the target's state
+    #: back to before its jobs ran, so what a worker counted before it is forgotten.
+    restores_at: tuple[int, ...] = ()
 
     def consumer(self, worker_id: str | None) -> int:
         """The consumer a write's worker works for (1: the trial's target)."""
         return self.consumer_of.get(worker_id or "", 1)
+
+    def restores_before(self, rec: object) -> int:
+        """How many ledger restores came before the event ``rec`` was read from."""
+        if not self.restores_at:
+            return 0
+        return bisect.bisect_right(self.restores_at, self.index[rec])
 
     # The two indexes below are built when first asked for (citing a violation, the
     # trace): hashing every record of a clean 100,000-arrival history for them cost a
@@ -208,6 +218,7 @@ def read(events: Sequence[Event]) -> Record:
     tools_index: dict[str, int] = {}
     identities: dict[str, str] = {}
     consumer_of: dict[str, int] = {}
+    restores: list[int] = []
     for i, e in enumerate(events):
         kind = e.kind
         if (kind == "arrival" or kind == "reconcile") and is_provider_event(e):
@@ -236,6 +247,8 @@ def read(events: Sequence[Event]) -> Record:
             identities.setdefault(e.job, e.fields["identity"])
         elif kind == "note" and e.source == "supervisor" and _consumer_note(e):
             consumer_of[str(e.fields["worker"])] = int(e.fields["consumer"])
+        elif kind == "restore" and e.source == "supervisor":
+            restores.append(i)
     return Record(
         arrivals=tuple(arrivals),
         effects=tuple(effects),
@@ -254,6 +267,7 @@ def read(events: Sequence[Event]) -> Record:
         # is not walked again for it.
         cut_short=dict(cut_short(events)) if _any_signal(signals, events) else {},
         consumer_of=consumer_of,
+        restores_at=tuple(restores),
     )
 
 

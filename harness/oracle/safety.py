@@ -142,13 +142,17 @@ def bounded_retries(record: Record, facts: TrialFacts) -> list[Violation]:
     for (provider, job), every in record.writes:
         if len(every) <= limit:
             continue  # no consumer's share can be past the cap: most jobs end here
-        # Each consumer of a job delivered twice is held to its own cap.
-        by_consumer: dict[int, list[Arrival]] = defaultdict(list)
+        # Each consumer of a job delivered twice is held to its own cap, and so is each
+        # span between ledger restores: a restore brings back a job's state from before
+        # its attempts, and a correct worker that counts them in its ledger starts over.
+        by_consumer: dict[tuple[int, int], list[Arrival]] = defaultdict(list)
         for w in every:
-            by_consumer[record.consumer(w.worker_id)].append(w)
-        for consumer, writes in sorted(by_consumer.items()):
+            by_consumer[(record.consumer(w.worker_id), record.restores_before(w))].append(w)
+        for (consumer, restored), writes in sorted(by_consumer.items()):
             if len(writes) > limit:
                 of = "" if consumer == 1 else f" from consumer {consumer}"
+                if restored:
+                    of += f" after ledger restore {restored}"
                 out.append(
                     violation(
                         "bounded_retries",

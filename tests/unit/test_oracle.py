@@ -550,3 +550,23 @@ def test_a_second_consumers_writes_are_judged_against_its_own_ledger_and_cap() -
     ]
     found = run([*first, *more], *claims, consumer_worker(3.2, "w2"), ledger=ledger)
     assert found == {"bounded_retries"}
+
+
+def restore(t: float) -> Event:
+    return Event(t, "supervisor", "restore", fields={"note": "state restored"})
+
+
+def test_writes_after_a_ledger_restore_count_against_a_fresh_cap() -> None:
+    # explore's false alarm on the correct examples: three refused writes used up the cap,
+    # the ledger was put back to before the job ran, and the worker tried three times more.
+    before = [write(1.0 + i, status=503, committed=False) for i in range(3)]
+    after = [write(5.0 + i, status=503, committed=False) for i in range(2)] + [write(7.0)]
+    assert run([*before, *after], restore(4.0), ledger=[done(attempts=3)]) == set()
+    # Without the restore, the same six writes are three past the cap.
+    assert run([*before, *after], ledger=[done(attempts=3)]) == {"bounded_retries"}
+    # After the restore the worker is held to the cap again.
+    more = [write(5.0 + i / 10, status=503, committed=False) for i in range(4)]
+    found = check(history([*before, *more], restore(4.0)), facts(job_states=[done(attempts=3)]))
+    [v] = [v for v in found if v.invariant == "bounded_retries"]
+    assert "4 writes" in v.message
+    assert "after ledger restore 1" in v.message
