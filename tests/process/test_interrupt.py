@@ -27,7 +27,9 @@ _WITH_DEFAULT_SIGINT = (
 
 
 def start_run(tmp_path: Path, marked: Marked) -> subprocess.Popen[str]:
-    env = marked.env()
+    # A run that outlives its Ctrl-C is sent SIGABRT, and faulthandler prints where each of
+    # its threads was waiting: the one thing a failure here has to say.
+    env = marked.env(PYTHONFAULTHANDLER="1")
     args = ["run", "--scenario", "lease_expiry_slow_worker"]
     args += ["--scenario", "crash_before_external_call", "-j", "2", "--out", str(tmp_path / "o")]
     # A long lease keeps every trial waiting for it to run out (10 s or more each), so the
@@ -63,6 +65,28 @@ def _cmdline(proc: psutil.Process) -> str:
         return ""
 
 
+def _stderr_within(proc: subprocess.Popen[str], seconds: float) -> str:
+    """The run's stderr once it exits; past ``seconds``, a failure that says how its
+    signals stood and where its threads were."""
+    try:
+        return proc.communicate(timeout=seconds)[1]
+    except subprocess.TimeoutExpired:
+        state = _signal_state(proc.pid)
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate(timeout=10)
+        pytest.fail(f"no exit within {seconds:.0f} s of SIGINT ({state}):\n{err}")
+
+
+def _signal_state(pid: int) -> str:
+    """Which signals ``pid`` ignores, blocks and catches, from the kernel's own view."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError as exc:
+        return f"no status: {exc}"
+    wanted = ("SigBlk", "SigIgn", "SigCgt")
+    return ", ".join(line.replace("\t", " ") for line in lines if line.startswith(wanted))
+
+
 def _close(proc: subprocess.Popen[str]) -> None:
     """Reap the run and close its stderr pipe, whatever the test's outcome was."""
     if proc.poll() is None:
@@ -92,7 +116,7 @@ def test_ctrl_c_stops_the_run_and_cleans_up(tmp_path: Path) -> None:
         kids = descendants_when_busy(proc, marked.tmp)
         marked.sample()
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        err = _stderr_within(proc, 30)
         assert proc.returncode == 130, err
         assert "interrupted" in err
         assert gone_within(kids, marked.tmp, 10) == ([], [])
