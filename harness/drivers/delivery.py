@@ -42,15 +42,27 @@ def _to_a_second_consumer(trial: Trial) -> frozenset[str]:
     # As long as any worker gets to reach its first boundary: this one starts now.
     deadline = time.monotonic() + trial.reach_s
     while time.monotonic() < deadline and not trial.reached:
-        trial.reached = len(trial.writes(job)) >= 2
-        trial.sleep(0.02)
+        trial.reached = len(trial.writes(job)) >= 2 and _second_write_answered(trial, job)
+        if not trial.reached:
+            trial.sleep(0.02)
     if not trial.reached:
         raise Inconclusive(
-            f"the second delivery of {job} never reached the provider within "
-            f"{trial.reach_s:g} s of its consumer's start"
+            f"the second delivery of {job} never reached the provider, or was never "
+            f"answered, within {trial.reach_s:g} s of its consumer's start"
         )
     trial.release(fault_id, "commit")
     return NONE
+
+
+def _second_write_answered(trial: Trial, job: str) -> bool:
+    """True once the provider answered the second write for ``job``.
+
+    A write is recorded as it arrives, before the provider reads its key: released at
+    that moment, the held first attempt could commit before the second is decided, which
+    then replays the first's answer instead of meeting it in flight, and the cell would
+    never show what a worker does with "in flight" (a 409)."""
+    writes = [a for a in trial.client.arrivals() if a.kind == "write" and a.job_id == job]
+    return len(writes) >= 2 and writes[1].status is not None
 
 
 def simultaneous_trigger(trial: Trial) -> frozenset[str]:
