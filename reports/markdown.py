@@ -43,17 +43,13 @@ def md_code(value: str) -> str:
 def markdown_summary(results: Results) -> str:
     s = results.summary
     matrix = build_matrix(results)
-    worst = (
-        "empty"
-        if not s.total
-        else "violated"
-        if s.violated
-        else "inconclusive"
-        if s.inconclusive
-        else "not_reached"
-        if s.not_reached
-        else "held"
-    )
+    held_cells, covered_cells = matrix.covered
+    whose = "of the correct worker's cells" if "mutant" in matrix.dimensions else "cells"
+    km = results.kill_matrix
+    # In a selftest a mutant's violation is a kill, the outcome wanted: the headline and
+    # the violated list are the correct worker's, and the kill matrix tells the mutants'.
+    own = [t for t in results.trials if km is None or t.mutant is None]
+    worst = _worst(own, survivors=km is not None and km.killed < len(km.mutants))
     lines = [
         f"## {_ICONS[worst]} crashpoint: {md_text(results.target.name)} "
         f"(run {md_code(results.run_id)})",
@@ -61,13 +57,13 @@ def markdown_summary(results: Results) -> str:
         "| total | held | violated | inconclusive | skipped | not reached | coverage |",
         "|---:|---:|---:|---:|---:|---:|---:|",
         f"| {s.total} | {s.held} | {s.violated} | {s.inconclusive} | {s.skipped} "
-        f"| {s.not_reached} | {matrix.cell_counts['held']}/{matrix.n_cells} cells held "
+        f"| {s.not_reached} | {held_cells}/{covered_cells} {whose} held "
         f"({matrix.coverage:.0%}) |",
         "",
     ]
     if not s.total:
         lines += ["No trials ran: nothing was proven.", ""]
-    violated = [t for t in results.trials if t.verdict == Verdict.VIOLATED]
+    violated = [t for t in own if t.verdict == Verdict.VIOLATED]
     if violated:
         lines += [
             "### Violated cells",
@@ -107,7 +103,6 @@ def markdown_summary(results: Results) -> str:
             for t in unsure
         ]
         lines.append("")
-    km = results.kill_matrix
     if km is not None:
         lines += [
             f"### Kill matrix: {km.killed} of {len(km.mutants)} mutants killed",
@@ -140,3 +135,16 @@ def _violation_row(t: Trial) -> str:
     invariants = ", ".join(md_code(v.invariant) for v in t.violations) or "—"
     jobs = ", ".join(dict.fromkeys(md_code(v.job) for v in t.violations if v.job)) or "—"
     return f"| {md_code(t.key)} | {invariants} | {jobs} | {md_code(t.replay)} |"
+
+
+def _worst(trials: list[Trial], *, survivors: bool) -> str:
+    """The headline's icon: the worst status of ``trials``; violated when a mutant survived."""
+    if not trials:
+        return "empty"
+    statuses = {t.status for t in trials}
+    if survivors or "violated" in statuses:
+        return "violated"
+    for status in ("inconclusive", "not_reached"):
+        if status in statuses:
+            return status
+    return "held"

@@ -18,6 +18,8 @@ PROVIDER_ORDER = PROVIDER_KINDS
 SIGNAL_ORDER = ("SIGKILL", "SIGTERM", "SIGSTOP")
 EXTRA_DIMENSIONS = ("ledger", "backend", "mutant")
 NO_SIGNAL = "no signal"
+#: The mutant column's value for the worker under test itself.
+CORRECT = "correct"
 
 
 @dataclass(frozen=True)
@@ -100,11 +102,26 @@ class Matrix:
     def n_cells(self) -> int:
         return sum(1 for _ in self.cells())
 
+    def under_test(self) -> Iterable[Cell]:
+        """The cells coverage counts: the worker under test's. A selftest's mutant cells
+        are there to be caught (the kill matrix counts them) and most are skipped once one
+        is, so counted here they would only say how fast the mutants died."""
+        for cell in self.cells():
+            if dict(cell.column.extra).get("mutant", CORRECT) == CORRECT:
+                yield cell
+
+    @property
+    def covered(self) -> tuple[int, int]:
+        """(cells reached and held, cells) of the worker under test."""
+        statuses = [c.status for c in self.under_test()]
+        return sum(1 for s in statuses if s == "held"), len(statuses)
+
     @property
     def coverage(self) -> float:
-        """Cells reached and held out of the cells in the table (0.0 for an empty table)."""
-        n = self.n_cells
-        return self.cell_counts["held"] / n if n else 0.0
+        """Cells reached and held out of the worker under test's cells in the table (0.0
+        for an empty table)."""
+        held, n = self.covered
+        return held / n if n else 0.0
 
     def column_counts(self, index: int) -> Mapping[CellStatus, int]:
         statuses = (row.cells[index].status for row in self.rows)
@@ -146,7 +163,7 @@ def build_matrix(results: Results) -> Matrix:
 
 def _dim(trial: Trial, dimension: str) -> str:
     value = getattr(trial, dimension)
-    return "correct" if value is None else str(value)
+    return CORRECT if value is None else str(value)
 
 
 def _column(trial: Trial, dimensions: tuple[str, ...]) -> Column:

@@ -176,6 +176,9 @@ def test_extra_dimensions_become_columns_only_when_they_vary() -> None:
     labels = {c.label for c in matrix.columns}
     assert "idempotent · SIGKILL · correct" in labels
     assert "idempotent · SIGKILL · fresh_key_per_attempt" in labels
+    # Coverage is the correct worker's; the mutants' cells are the kill matrix's.
+    assert matrix.n_cells == 10
+    assert matrix.covered == (3, 3)
 
 
 def test_kill_matrix_page_only_for_selftest(tmp_path: Path, run_small: Results) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from harness.contract.vocabulary import Verdict
 from reports import load_results, markdown_summary
 from reports.markdown import md_code, md_text
 
@@ -44,6 +45,36 @@ def test_summary_of_a_selftest_that_stopped_mutants_says_so() -> None:
         selftest, kill_matrix=dataclasses.replace(selftest.kill_matrix, mode="until_killed")
     )
     assert "`crashpoint selftest --full` runs them all" in markdown_summary(fast)
+
+
+def test_a_selftest_is_headed_by_its_correct_worker_and_its_survivors() -> None:
+    selftest = load_results(FIXTURES / "selftest.json")
+    assert selftest.kill_matrix is not None
+    text = markdown_summary(selftest)
+    # The mutants' violations are kills: not in the coverage, not listed as violated cells.
+    assert "| 3/3 of the correct worker's cells held (100%) |" in text
+    assert "### Violated cells" not in text
+    assert text.startswith("## ❌"), "ack_before_effect survived"
+    all_killed = dataclasses.replace(
+        selftest.kill_matrix,
+        mutants=tuple(dataclasses.replace(m, killed=True) for m in selftest.kill_matrix.mutants),
+    )
+    assert markdown_summary(dataclasses.replace(selftest, kill_matrix=all_killed)).startswith(
+        "## ✅"
+    )
+
+
+def test_a_selftest_whose_correct_worker_violated_lists_that_trial() -> None:
+    selftest = load_results(FIXTURES / "selftest.json")
+    correct = next(t for t in selftest.trials if t.mutant is None)
+    broken = dataclasses.replace(correct, verdict=Verdict.VIOLATED)
+    trials = tuple(broken if t is correct else t for t in selftest.trials)
+    text = markdown_summary(dataclasses.replace(selftest, trials=trials))
+    assert text.startswith("## ❌")
+    assert "| 2/3 of the correct worker's cells held (67%) |" in text
+    violated = text.split("### Violated cells", 1)[1].split("###", 1)[0]
+    assert f"| {md_code(broken.key)} |" in violated
+    assert "fresh_key_per_attempt." not in violated
 
 
 def test_md_escaping() -> None:
