@@ -45,3 +45,8 @@ class ProviderError(CrashpointError):
 
 class LedgerError(CrashpointError):
     """The reference ledger refused an operation (a key collision between two jobs)."""
+
+
+class LedgerLinkLost(CrashpointError):
+    """The reference ledger's server dropped the connection mid-statement (a restart):
+    what that statement did is unknown, so the trial that needed it proves nothing."""

@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from harness.contract.errors import LedgerLinkLost
 from scenarios.ledger._sql import DDL, Cursor, SqlLedger, Tx
 
 _CONNECT_TIMEOUT_S = 5
@@ -67,6 +68,19 @@ class PostgresLedger(SqlLedger):
         return DDL.format(real="DOUBLE PRECISION", bigint="BIGINT", serial="BIGSERIAL PRIMARY KEY")
 
     def setup(self) -> None:
+        """Create the schema and tables if missing; tried again while the server is
+        restarting (every statement is ``IF NOT EXISTS``, so a repeat changes nothing)."""
+        deadline = time.monotonic() + _RECONNECT_S
+        while True:
+            try:
+                self._setup()
+                return
+            except LedgerLinkLost:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def _setup(self) -> None:
         # Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog; every
         # worker runs setup, so serialize it on a lock named after the schema.
         lock = zlib.crc32(f"crashpoint-ledger:{self.schema or ''}".encode())
@@ -90,14 +104,26 @@ class PostgresLedger(SqlLedger):
     @contextmanager
     def _write(self) -> Iterator[Tx]:
         self._fresh()
-        with self._conn.transaction(), self._conn.cursor() as cur:
+        with _link_kept(), self._conn.transaction(), self._conn.cursor() as cur:
             yield self._tx(cur)
 
     @contextmanager
     def _read(self) -> Iterator[Tx]:
         self._alive()
-        with self._conn.transaction(), self._conn.cursor() as cur:
+        with _link_kept(), self._conn.transaction(), self._conn.cursor() as cur:
             yield self._tx(cur)
 
     def close(self) -> None:
         self._conn.close()
+
+
+@contextmanager
+def _link_kept() -> Iterator[None]:
+    """A connection the server dropped mid-transaction is :class:`LedgerLinkLost`, which
+    names the ledger, not a bare driver error: the next statement reconnects."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        said = str(exc).strip().splitlines()
+        detail = said[0] if said else type(exc).__name__
+        raise LedgerLinkLost(f"the PostgreSQL ledger dropped its connection ({detail})") from exc
