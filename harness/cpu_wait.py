@@ -30,14 +30,23 @@ def task_waits(pid: int) -> dict[int, int]:
 
 
 class CpuWait:
-    """The CPU wait of the processes ``pids()`` names, since this object was made: the
-    longest any one task waited (tasks run side by side, so their waits overlap)."""
+    """The CPU wait of the processes ``pids()`` names, since this object was made (or
+    since each task began): the longest any one task waited (tasks run side by side, so
+    their waits overlap)."""
 
-    def __init__(self, pids: Callable[[], Iterable[int]], *, read: Read = task_waits) -> None:
+    def __init__(
+        self,
+        pids: Callable[[], Iterable[int]],
+        *,
+        read: Read = task_waits,
+        from_birth: bool = False,
+    ) -> None:
         self._pids = pids
         self._read = read
-        #: Each task's count when first seen: a task born later starts from nothing.
-        self._base = self._sample()
+        #: Each task's count when first seen: a task born later starts from nothing, and
+        #: ``from_birth`` counts every task from its start (processes that began within
+        #: the span measured, whose counts are read only at its end).
+        self._base = {} if from_birth else self._sample()
         self._most = 0
 
     def _sample(self) -> dict[int, int]:

@@ -22,13 +22,16 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import psutil
 
 from fake_providers import Fault, ProviderPool, ProviderProcess, start_provider
 from harness.attempts import open_attempts, reports_claims
 from harness.backends.base import Backend, LogsApart, WorkerHandle, record_escalation
 from harness.contract.env import STATE_DIR, provider_env_name, provider_env_var, provider_kind_var
 from harness.contract.errors import ConfigError, Inconclusive, RendezvousTimeout
+from harness.cpu_wait import CpuWait
 from harness.history import Event, History
 from harness.lanes import WorkerNames
 from harness.observe import Observer
@@ -36,6 +39,7 @@ from harness.oracle import TrialFacts
 from harness.phases import Phases
 from harness.plan import Cell
 from harness.providers import ProviderControl
+from harness.reach import within_reach
 from harness.rendezvous import Gate, Hit, Rendezvous
 from harness.target import LeaseClock, TargetAdapter, quiet_window_s
 from harness.watchdog import Watchdog
@@ -55,8 +59,11 @@ _DIED_AT_ONCE_S = 0.1
 QUIESCENCE_POLL_S = 0.02
 #: How long a worker gets to reach a failpoint or a provider hold: its start-up and a
 #: first look at its queue on a loaded machine (the harness's own bound), plus one
-#: declared poll of its own (``[target] poll_s``) for a worker that sleeps before it looks.
+#: declared poll of its own (``[target] poll_s``) for a worker that sleeps before it looks;
+#: stretched by the time the workers then waited for a CPU (:mod:`harness.reach`).
 REACH_S = 10.0
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -454,13 +461,35 @@ class Trial:
     def wait_hit(self, gate: Gate, *, what: str, timeout_s: float | None = None) -> Hit:
         t0 = time.monotonic()
         try:
-            hit = gate.wait(self.reach_s if timeout_s is None else timeout_s)
+            hit = self._within_reach(gate.wait, timeout_s)
         except RendezvousTimeout as exc:
             raise Inconclusive(f"{what} was never reached: {exc}") from exc
         finally:
             self.waits_s += time.monotonic() - t0  # the worker's time, not ours
         self.reached, self.reached_by = True, "failpoint"
         return hit
+
+    def _within_reach(self, wait: Callable[[float], T], timeout_s: float | None) -> T:
+        """``wait`` for a boundary: :attr:`reach_s` (or ``timeout_s``), stretched by the
+        time the workers waited for a CPU (:mod:`harness.reach`)."""
+        return within_reach(
+            wait,
+            self.reach_s if timeout_s is None else timeout_s,
+            starved=lambda: CpuWait(self.worker_pids, from_birth=True),
+            most_s=self.config.quiescence_timeout_s,
+            abort=self.abort,
+        )
+
+    def worker_pids(self) -> list[int]:
+        """Every live worker's pid, its children's included."""
+        pids = []
+        for handle in self.workers.values():
+            if handle.exited_at is not None or handle.pid <= 0:
+                continue  # never pid 0: its "children" are every process on the host
+            pids.append(handle.pid)
+            with contextlib.suppress(psutil.Error):
+                pids += [p.pid for p in psutil.Process(handle.pid).children(recursive=True)]
+        return pids
 
     def arm(self, fault: Fault) -> str:
         fault_id: str = self.client.arm(fault)
@@ -470,7 +499,7 @@ class Trial:
     def wait_held(self, fault_id: str, *, what: str, timeout_s: float | None = None) -> Any:
         t0 = time.monotonic()
         try:
-            held = self.client.wait_held(fault_id, self.reach_s if timeout_s is None else timeout_s)
+            held = self._within_reach(lambda s: self.client.wait_held(fault_id, s), timeout_s)
         except RendezvousTimeout as exc:
             raise Inconclusive(f"{what} was never reached: {exc}") from exc
         finally:

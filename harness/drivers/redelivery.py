@@ -11,15 +11,12 @@ time the workers waited for a CPU (:mod:`harness.cpu_wait`).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import psutil
 
 from fake_providers import Fault
 from harness.contract.errors import Inconclusive
@@ -252,14 +249,7 @@ class _Round:
 
 def _processes(trial: Trial) -> list[int]:
     """The harness's own pid and every live worker's, its children's included."""
-    pids = [os.getpid()]
-    for handle in trial.workers.values():
-        if handle.exited_at is not None or handle.pid <= 0:
-            continue  # never pid 0: its "children" are every process on the host
-        pids.append(handle.pid)
-        with contextlib.suppress(psutil.Error):
-            pids += [p.pid for p in psutil.Process(handle.pid).children(recursive=True)]
-    return pids
+    return [os.getpid(), *trial.worker_pids()]
 
 
 def _hold_until(
