@@ -1,4 +1,5 @@
-"""A second consumer's duplicate counts as met in flight only once the provider answered it."""
+"""Redeliveries meet the first attempt in flight, and only a fair while: a duplicate counts as
+met once the provider answered it, and a held first attempt is let go within half a lease."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from types import SimpleNamespace
 from typing import cast
 
 from harness.drivers.delivery import _second_write_answered
+from harness.drivers.redelivery import RELEASE_WITHIN_LEASES, _first_attempt_held
 from harness.trial import Trial
 
 
@@ -33,3 +35,12 @@ def test_lookups_and_other_jobs_do_not_count_as_the_second_write() -> None:
     assert not _second_write_answered(
         _trial(*[("write", "j-1", None), ("lookup", "j-1", 404)]), "j-1"
     )
+
+
+def test_a_redelivery_round_holds_the_first_attempt_half_a_lease_at_most() -> None:
+    # Even when the claim is read late: the provider lets the request go by itself.
+    trial = cast(Trial, SimpleNamespace(config=SimpleNamespace(lease_ttl_s=0.5)))
+    fault = _first_attempt_held(trial, "j-1")
+    assert (fault.action, fault.job) == ("hold_before_commit", "j-1")
+    assert fault.release_after_s == 0.5 * RELEASE_WITHIN_LEASES
+    assert fault.release_outcome == "commit"
