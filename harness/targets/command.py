@@ -43,6 +43,7 @@ from harness.history import Event
 from harness.observe import ProviderLog
 from harness.oracle import JobFinal
 from harness.target import Redelivery, quiet_window_s
+from harness.targets.bounded import Overran, run_bounded
 from harness.targets.config import (
     CommandConfig,
     JobStatus,
@@ -285,20 +286,14 @@ class CommandAdapter:
         argv = self._abs(a.format(**fields) for a in template)
         where = f"{self.config.path}: target.{key} command `{shlex.join(argv)}`"
         try:
-            done = subprocess.run(
-                argv,
-                cwd=self.state_dir,
-                env=dict(env) or None,
-                capture_output=True,
-                timeout=timeout_s,
-                check=False,
-            )
+            done = run_bounded(argv, cwd=self.state_dir, env=dict(env) or None, timeout_s=timeout_s)
         except OSError as exc:
             raise ConfigError(
                 f"{where} cannot start ({exc.strerror or exc}); check the program's name"
             ) from None
-        except subprocess.TimeoutExpired:
-            raise ConfigError(f"{where} ran past {timeout_s:.0f} s; {fix}") from None
+        except Overran as exc:
+            starved = f" (and {exc.more_s:.1f} s more it waited for a CPU)" if exc.more_s else ""
+            raise ConfigError(f"{where} ran past {timeout_s:.0f} s{starved}; {fix}") from None
         if done.returncode != 0:
             raise self._command_error(key, done, f"exited {done.returncode}", fix)
         return done
