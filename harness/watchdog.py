@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,17 @@ class Watchdog:
         """A backend removed its containers itself; the run's other backends still count."""
         self._send({"op": "forget_containers"})
 
+    def creating(self, name: str) -> None:
+        """A create of the container ``name`` is about to be asked of the engine; until
+        :meth:`created`, the watchdog also waits for it to land (a create the harness
+        died during, or gave up on, may land after any sweep by label)."""
+        self._send({"op": "creating", "name": name})
+
+    def created(self, name: str) -> None:
+        """The create of ``name`` is settled: it exists under the run's label, or it was
+        removed."""
+        self._send({"op": "created", "name": name})
+
     def watch_dir(self, path: str | Path) -> None:
         self._send({"op": "dir", "path": str(path)})
 
@@ -144,6 +156,8 @@ class _Registry:
         #: Backends with containers: concurrent trials share the run's label, and one
         #: trial's clean close must not end the watch over another's containers.
         self.containers = 0
+        #: Containers asked for and not yet known to exist or to be gone.
+        self.creating: set[str] = set()
 
     def apply(self, message: dict[str, Any]) -> None:
         op = message.get("op")
@@ -159,6 +173,10 @@ class _Registry:
             self.containers += 1
         elif op == "forget_containers":
             self.containers = max(0, self.containers - 1)
+        elif op == "creating":
+            self.creating.add(str(message["name"]))
+        elif op == "created":
+            self.creating.discard(str(message["name"]))
         elif op == "dir":
             self.dirs.add(str(message["path"]))
         elif op == "forget_dir":
@@ -169,8 +187,8 @@ class _Registry:
             _kill_group(pgid, ctime)
         for path in self.cgroups:
             _kill_cgroup(Path(path))
-        if self.containers:
-            _remove_containers(self.run_id)
+        if self.containers or self.creating:
+            _remove_containers(self.run_id, self.creating)
         for path in self.dirs:
             shutil.rmtree(path, ignore_errors=True)
 
@@ -209,25 +227,47 @@ def _kill_cgroup(path: Path, wait_s: float = 2.0) -> None:
                 time.sleep(0.01)
 
 
-def _remove_containers(run_id: str) -> None:
+def _remove_containers(
+    run_id: str,
+    creating: Iterable[str] = (),
+    *,
+    connect: Callable[[], Any] | None = None,
+    land_within_s: float = DOCKER_API_TIMEOUT_S,
+) -> None:
+    """Remove the run's containers and volumes; then wait, up to ``land_within_s``, for
+    each create still ``creating`` to land, and remove it too. The engine finishes a
+    create whose client went away (SIGKILL of the harness, or its own timeout), and under
+    load with the vfs driver that was seen to come after the sweep, leaving a container
+    in state "created" for good."""
     try:
-        import docker
         import docker.errors
 
-        client = docker.from_env(timeout=int(DOCKER_API_TIMEOUT_S))
-        # Another reaper (the backend's own close) may remove a container between the
-        # listing and the removal: neither step may fail on a container already gone.
-        for container in client.containers.list(
-            all=True, filters={"label": f"{RUN_LABEL}={run_id}"}, ignore_removed=True
-        ):
-            with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True, v=True)  # v: anonymous volumes go too
-        for volume in client.volumes.list(filters={"label": f"{RUN_LABEL}={run_id}"}):
+        client = connect() if connect is not None else _engine()
+        label = {"label": f"{RUN_LABEL}={run_id}"}
+        waiting = set(creating)
+        deadline = time.monotonic() + land_within_s
+        while True:
+            # Another reaper (the backend's own close) may remove a container between the
+            # listing and the removal: neither step may fail on a container already gone.
+            for container in client.containers.list(all=True, filters=label, ignore_removed=True):
+                waiting.discard(container.name)
+                with contextlib.suppress(docker.errors.NotFound):
+                    container.remove(force=True, v=True)  # v: anonymous volumes go too
+            if not waiting or time.monotonic() >= deadline:
+                break
+            time.sleep(_PARENT_POLL_S)
+        for volume in client.volumes.list(filters=label):
             with contextlib.suppress(docker.errors.NotFound):
                 volume.remove(force=True)
         client.close()
     except Exception as exc:  # the engine may be gone too; nothing else to do from here
         print(f"watchdog: could not remove containers of run {run_id}: {exc}", file=sys.stderr)
+
+
+def _engine() -> Any:
+    import docker
+
+    return docker.from_env(timeout=int(DOCKER_API_TIMEOUT_S))
 
 
 def _parent_alive(parent: psutil.Process) -> bool:

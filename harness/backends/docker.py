@@ -399,14 +399,22 @@ class DockerBackend:
             )
             if mine.settings.user is not None:
                 run["user"] = mine.settings.user
+        if self._watchdog is not None:
+            self._watchdog.creating(run["name"])
         try:
             container = self.client.containers.run(image, **run)
         except docker.errors.DockerException as exc:
+            # The engine answered, so no create of this name is on its way any more (a
+            # client timeout is no DockerException: that create stays awaited).
             self._remove_named(run["name"])
+            if self._watchdog is not None:
+                self._watchdog.created(run["name"])
             raise InfrastructureError(
                 f"could not start worker {name!r} in a container of {image} "
                 f"(argv {list(argv)!r}): {exc}; check `crashpoint doctor` for the Docker engine"
             ) from exc
+        if self._watchdog is not None:
+            self._watchdog.created(run["name"])  # under the run's label from here on
         handle = DockerHandle(name, container, init=self._init, cwd=cwd, history=self._history)
         self._handles.append(handle)
         if self._history is not None:
