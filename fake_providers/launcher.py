@@ -1,4 +1,9 @@
-"""Start fake providers as child processes and hand back a handle on each."""
+"""Start fake providers as child processes and hand back a handle on each.
+
+A pool's providers are forked warm by its fork server (``fake_providers.forked``); any
+other start, and any fork the fork server cannot make, launches ``python -m
+fake_providers``. Either way the provider is the same program behind the same pipes.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +19,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import IO, Any, Protocol
 
 from fake_providers.client import ProviderClient
+from fake_providers.forked import ForkServer, ForkServerError
 from fake_providers.models import KINDS
 from fake_providers.seal import make_secret
 from fake_providers.tools import TRANSPORTS
@@ -25,6 +32,23 @@ from harness.contract.errors import ProviderError
 _live: set[ProviderProcess] = set()
 #: How long an MCP provider may take to be ready: it loads the SDK first (LOAD_TIMEOUT_S).
 MCP_STARTUP_TIMEOUT_S = 30.0
+
+
+class Spawned(Protocol):
+    """What the launcher uses of a provider's process: ``Popen``, or a forked child."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def stdin(self) -> IO[bytes] | None: ...
+
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
 
 
 class ProviderProcess:
@@ -48,6 +72,7 @@ class ProviderProcess:
         transport: str = "http",
         tool_hints: Mapping[str, bool] | None = None,
         new_port_on_wipe: bool = False,
+        forks: ForkServer | None = None,
     ) -> None:
         self.kind = kind
         #: "http", or "mcp": the kind's tools are served at ``url + "/mcp"`` too.
@@ -63,6 +88,7 @@ class ProviderProcess:
         self.port = port
         self.url = ""
         self._new_port_on_wipe = new_port_on_wipe
+        self._forks = forks
         #: Processes started so far (1 + restarts): a pool reuses no provider restarted
         #: under a trial, whose log is that trial's evidence.
         self.spawns = 0
@@ -146,7 +172,22 @@ class ProviderProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self._proc.pid, sig)
 
-    def _spawn(self) -> subprocess.Popen[bytes]:
+    def _settings(self) -> dict[str, Any]:
+        """How this provider starts: the fork server's request, and the command line."""
+        return {
+            "kind": self.kind,
+            "port": self.port,
+            "state": str(self.state_path),
+            "name": self.name,
+            "key_ttl_s": self.key_ttl_s,
+            "hold_max_s": self._hold_max_s,
+            "transport": self.transport,
+            "tool_hints": self.tool_hints,
+            "peer_pids": self._peer_pids,
+            "new_port_on_wipe": self._new_port_on_wipe,
+        }
+
+    def _argv(self) -> list[str]:
         argv = [
             sys.executable,
             "-m",
@@ -174,9 +215,18 @@ class ProviderProcess:
             argv.append("--no-peer-pid")
         if self._new_port_on_wipe:
             argv.append("--new-port-on-wipe")
+        return argv
+
+    def _launch(self) -> Spawned:
+        if self._forks is not None:
+            try:
+                return self._forks.spawn(self._settings(), self.log_path)
+            except ForkServerError:
+                # Cold, but the same provider: the run goes on at a launch's cost.
+                self._forks = None
         with open(self.log_path, "ab") as log:
-            proc = subprocess.Popen(
-                argv,
+            return subprocess.Popen(
+                self._argv(),
                 # The secret's only way in (an environment or argv is readable in /proc),
                 # then silent: when this process dies, the provider sees EOF and stops.
                 stdin=subprocess.PIPE,
@@ -185,6 +235,9 @@ class ProviderProcess:
                 # Own process group, so kill() reaches the provider and nothing else.
                 start_new_session=True,
             )
+
+    def _spawn(self) -> Spawned:
+        proc = self._launch()
         try:
             self._hand_secret(proc)
             ready = self._read_ready(proc)
@@ -200,7 +253,7 @@ class ProviderProcess:
         self.port = int(self.url.rsplit(":", 1)[1])
         return proc
 
-    def _hand_secret(self, proc: subprocess.Popen[bytes]) -> None:
+    def _hand_secret(self, proc: Spawned) -> None:
         if proc.stdin is None:
             raise ProviderError("provider stdin is not a pipe; cannot hand it its secret")
         try:
@@ -213,7 +266,7 @@ class ProviderProcess:
                 f"{self._log_tail()}"
             ) from None
 
-    def _read_ready(self, proc: subprocess.Popen[bytes]) -> dict[str, object]:
+    def _read_ready(self, proc: Spawned) -> dict[str, object]:
         out = proc.stdout
         if out is None:
             raise ProviderError("provider stdout is not a pipe; cannot read its ready line")
@@ -266,6 +319,7 @@ def start_provider(
     transport: str = "http",
     tool_hints: Mapping[str, bool] | None = None,
     new_port_on_wipe: bool = False,
+    forks: ForkServer | None = None,
 ) -> ProviderProcess:
     """Start a ``kind`` provider on loopback; returns once it answers.
 
@@ -277,6 +331,8 @@ def start_provider(
     annotations). ``startup_timeout_s`` defaults to 5 s, and to 30 s for an MCP
     provider, which is ready only once the SDK has loaded (seconds on a busy machine).
     ``new_port_on_wipe``: each ``wipe()`` moves it to a new port (``url`` follows).
+    ``forks``: fork it warm from that fork server (a pool's), launching it only if the
+    fork server cannot.
     """
     if kind not in KINDS:
         raise ProviderError(f"provider kind={kind!r} is unknown; use one of {', '.join(KINDS)}")
@@ -303,11 +359,12 @@ def start_provider(
         transport=transport,
         tool_hints=tool_hints,
         new_port_on_wipe=new_port_on_wipe,
+        forks=forks,
     )
     return p
 
 
-def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+def _close_pipes(proc: Spawned) -> None:
     for pipe in (proc.stdin, proc.stdout):
         if pipe is not None:
             with contextlib.suppress(OSError):

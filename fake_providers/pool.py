@@ -8,6 +8,10 @@ log, nothing armed or held, the settings they started with, ids from 1, and a ne
 so nothing sent during the trial before (a request still in a socket buffer, a worker
 that escaped its trial) can reach the store the next trial reads.
 
+New providers are forked warm by the pool's fork server (``fake_providers.forked``):
+at the default width a run starts dozens while every core is busy, and each launch
+would cost its own interpreter start and imports.
+
 A provider that died, was restarted or killed while leased, or whose wipe failed, is
 closed, never reused. The state files live in the pool's own directory, removed when
 the pool closes; closing stops every provider it ever started.
@@ -26,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
+from fake_providers.forked import ForkServer
 from fake_providers.launcher import ProviderProcess, start_provider
 from harness.contract.errors import ProviderError
 
@@ -63,6 +68,7 @@ class ProviderPool:
         self._watched: dict[int, int] = {}
         self._started = 0
         self._closed = False
+        self.forks = ForkServer(self.dir / "forkserver.log", guard=guard)
         #: How many leases a warm provider served, and how many started one.
         self.reused = 0
         self.started = 0
@@ -88,7 +94,9 @@ class ProviderPool:
             self._started += 1
             n = self._started
         state = self.dir / f"{_safe(name)}-{n}.db"
-        p = start_provider(kind, state_path=state, name=name, new_port_on_wipe=True, **options)
+        p = start_provider(
+            kind, state_path=state, name=name, new_port_on_wipe=True, forks=self.forks, **options
+        )
         if self._guard is not None:
             self._guard.watch_group(p.pid)
         with self._lock:
@@ -140,6 +148,7 @@ class ProviderPool:
             # Side by side: each stop waits for its process to exit, and they add up.
             with ThreadPoolExecutor(max_workers=min(len(every), 16)) as threads:
                 list(threads.map(self._discard, every))
+        self.forks.close()
         shutil.rmtree(self.dir, ignore_errors=True)
         if self._guard is not None:
             self._guard.forget_dir(self.dir)

@@ -104,6 +104,22 @@ def of_cmd(word: str) -> Callable[[list[psutil.Process]], list[psutil.Process]]:
     return found
 
 
+def serving(word: str) -> Callable[[list[psutil.Process]], list[psutil.Process]]:
+    """Processes whose command line holds ``word`` and that listen on a TCP port: a
+    pool's providers share their fork server's command line, and only they listen."""
+    matching = of_cmd(word)
+
+    def found(procs: list[psutil.Process]) -> list[psutil.Process]:
+        out = []
+        for p in matching(procs):
+            with contextlib.suppress(psutil.Error):
+                if any(c.status == psutil.CONN_LISTEN for c in p.net_connections("tcp")):
+                    out.append(p)
+        return out
+
+    return found
+
+
 # -- a worker that hangs forever -----------------------------------------------------------
 
 HANG = """
@@ -283,7 +299,7 @@ def test_a_provider_killed_mid_trial_is_inconclusive_and_loses_nothing(
     # expire, so the kill lands mid-trial however loaded the machine is.
     cell = ["--scenario", "crash_after_external_success", "--provider", "idempotent"]
     run = Run(marked, [*cell, "--signal", "SIGKILL", "--lease-ttl-s", "3", "--out", str(out)])
-    (provider,) = run.wait_for("the provider", of_cmd("-m fake_providers"))
+    (provider,) = run.wait_for("the provider", serving("-m fake_providers"))
     # The worker runs in the trial's directory, which holds the ledger (the provider's
     # state lives with the run's provider pool).
     worker, *_ = run.wait_for("the trial's worker", of_cmd("scenarios.worker"))
