@@ -228,11 +228,11 @@ def read(events: Sequence[Event]) -> Record:
             effects.append(_effect(e, i))
             effects_at.append(i)
         elif kind == "claim":
-            claims.append(Claim(_job(e, i), int(e.fields["token"]), _worker(e), e.t))
+            claims.append(_claim(_job(e, i), int(e.fields["token"]), _worker(e), e.t))
             claims_at.append(i)
         elif kind == "result_write":
             job, tok, accepted = _job(e, i), int(e.fields["token"]), bool(e.fields["accepted"])
-            writes.append(ResultWrite(job, tok, _worker(e), accepted, e.t))
+            writes.append(_result_write(job, tok, _worker(e), accepted, e.t))
             writes_at.append(i)
         elif isinstance(e.fields.get("arrival"), int) and is_provider_event(e):
             related[(e.source.removeprefix("provider:"), e.fields["arrival"])].append(i)
@@ -269,6 +269,27 @@ def read(events: Sequence[Event]) -> Record:
         consumer_of=consumer_of,
         restores_at=tuple(restores),
     )
+
+
+# A frozen dataclass's __init__ sets each field through object.__setattr__, and a long
+# history has a claim and a result write per attempt: these fill the new record's
+# __dict__ at once, which makes the same object (equal, hashed and printed alike).
+
+
+def _claim(job_id: str, token: int, worker_id: str, t_mono: float) -> Claim:
+    c: Claim = object.__new__(Claim)
+    c.__dict__.update(job_id=job_id, token=token, worker_id=worker_id, t_mono=t_mono)
+    return c
+
+
+def _result_write(
+    job_id: str, token: int, worker_id: str, accepted: bool, t_mono: float
+) -> ResultWrite:
+    w: ResultWrite = object.__new__(ResultWrite)
+    w.__dict__.update(
+        job_id=job_id, token=token, worker_id=worker_id, accepted=accepted, t_mono=t_mono
+    )
+    return w
 
 
 def _any_signal(signals: Sequence[int], events: Sequence[Event]) -> bool:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from harness.oracle.evidence import Violation, violation
 from harness.oracle.facts import Claim, Record, TrialFacts, token
 
@@ -12,16 +10,19 @@ def fenced_writes(record: Record, facts: TrialFacts) -> list[Violation]:
     """4. No result accepted, and no external call made, under a stale lease token."""
     if not record.claims:
         return []
-    claims: dict[str, list[Claim]] = defaultdict(list)
     #: Job -> the highest token claimed: a call under it or above has no newer claim,
     #: which settles most calls of a long history without looking at their claims.
     top: dict[str, int] = {}
     for c in record.claims:
-        claims[c.job_id].append(c)
         if c.token > top.get(c.job_id, c.token - 1):
             top[c.job_id] = c.token
+    #: Job -> its claims, indexed at the first call that needs them (few do).
+    claims: dict[str, list[Claim]] = {}
 
     def newer_claim(job: str, token: int, t: float) -> Claim | None:
+        if not claims:
+            for c in record.claims:
+                claims.setdefault(c.job_id, []).append(c)
         newer = [c for c in claims.get(job, []) if c.token > token and c.t_mono < t]
         return min(newer, key=lambda c: c.t_mono) if newer else None
 
@@ -42,8 +43,10 @@ def fenced_writes(record: Record, facts: TrialFacts) -> list[Violation]:
                 )
             )
     for a in record.arrivals:
+        if a.kind != "write" or a.job_id is None:
+            continue
         sent_under = token(a)
-        if a.kind != "write" or a.job_id is None or sent_under is None:
+        if sent_under is None:
             continue
         if top.get(a.job_id, sent_under) <= sent_under:
             continue

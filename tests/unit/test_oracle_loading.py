@@ -114,3 +114,17 @@ def test_an_event_rebuilt_or_read_back_is_loaded_from_its_fields() -> None:
     # A record of another class is never taken for the one asked for.
     crossed = made_from(arrival_event(a), effect(4))
     assert Loader(Arrival)(crossed, 0) == a
+
+
+def test_claims_and_result_writes_read_fast_are_the_records_their_init_makes() -> None:
+    from harness.oracle.facts import Claim, ResultWrite, _claim, _result_write
+
+    asdict = dataclasses.asdict
+
+    fast, slow = _claim("j-1", 2, "w1", 1.5), Claim("j-1", 2, "w1", 1.5)
+    assert fast == slow
+    assert hash(fast) == hash(slow)
+    assert asdict(fast) == asdict(slow)  # every field set, none missed
+    wrote = _result_write("j-1", 2, "w1", True, 1.5)
+    assert wrote == ResultWrite("j-1", 2, "w1", True, 1.5)
+    assert asdict(wrote) == asdict(ResultWrite("j-1", 2, "w1", True, 1.5))
