@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any, NoReturn, Protocol
@@ -56,7 +57,10 @@ class ForkedChild:
         self.stdout: IO[bytes] | None = stdout
         self.returncode: int | None = None
         self._server = server
-        self._pidfd: int | None = pidfd
+        self._pidfd = pidfd
+        # Open as long as this handle lives: a thread may still wait on it in select()
+        # when another has seen the exit, and a closed number can name a new file.
+        weakref.finalize(self, os.close, pidfd)
         self._lock = threading.Lock()
 
     def poll(self) -> int | None:
@@ -69,17 +73,13 @@ class ForkedChild:
         return code
 
     def _settle(self, timeout: float | None) -> int | None:
-        with self._lock:
-            fd = self._pidfd
-            if fd is None:
-                return self.returncode
-        if not select.select([fd], [], [], timeout)[0]:
+        if self.returncode is not None:
+            return self.returncode
+        if not select.select([self._pidfd], [], [], timeout)[0]:
             return None
         with self._lock:
-            if self._pidfd is not None:
+            if self.returncode is None:
                 self.returncode = self._server.exit_code(self.pid)
-                os.close(self._pidfd)
-                self._pidfd = None
             return self.returncode
 
 

@@ -46,8 +46,11 @@ def main(argv: list[str]) -> int:
     # The imports' objects never die; frozen, the children's collections leave their
     # pages shared instead of touching every one.
     gc.freeze()
-    sock.sendall(b'{"ready": true}')
     exits: dict[int, int] = {}
+    # Reaped as they exit, so no dead provider lingers as a zombie until the next
+    # request; the blocked recv below resumes after the handler (PEP 475).
+    signal.signal(signal.SIGCHLD, lambda signum, frame: _reap(exits))
+    sock.sendall(b'{"ready": true}')
     while True:
         try:
             msg, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 2)
@@ -55,7 +58,6 @@ def main(argv: list[str]) -> int:
             return 0
         if not msg:
             return 0
-        _reap(exits)
         try:
             request = json.loads(msg)
             reply, pidfd = _answer(request, fds, sock, exits)
@@ -156,16 +158,8 @@ def _reap(exits: dict[int, int]) -> None:
 
 
 def _status(pid: int, exits: dict[int, int]) -> int | None:
-    if pid in exits:
-        return exits[pid]
-    try:
-        done, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return None
-    if done == 0:
-        return None
-    exits[pid] = os.waitstatus_to_exitcode(status)
-    return exits[pid]
+    _reap(exits)  # in case its SIGCHLD is still on its way
+    return exits.get(pid)
 
 
 if __name__ == "__main__":

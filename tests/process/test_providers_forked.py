@@ -62,6 +62,17 @@ def test_a_forked_provider_reports_how_it_died(tmp_path: Path) -> None:
         assert p.returncode == 0
 
 
+def test_a_dead_provider_is_reaped_at_once_not_left_a_zombie(tmp_path: Path) -> None:
+    with ProviderPool(workdir=tmp_path) as pool:
+        pid = pool.lease("plain", name="svc").pid
+        os.killpg(pid, signal.SIGKILL)
+        # Nobody asks after it: the fork server reaps it on its SIGCHLD.
+        deadline = time.monotonic() + 30.0
+        while psutil.pid_exists(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not psutil.pid_exists(pid), psutil.Process(pid).status()
+
+
 def test_a_provider_that_cannot_start_says_why_with_its_exit_status(tmp_path: Path) -> None:
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
