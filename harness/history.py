@@ -51,7 +51,7 @@ class Event:
 
 
 #: Where an event keeps the record it was made from (see :func:`made_from`).
-_MADE_FROM = "_made_from"
+MADE_FROM = "_made_from"
 
 
 def made_from(event: Event, record: object) -> Event:
@@ -63,13 +63,13 @@ def made_from(event: Event, record: object) -> Event:
     back from results.json has none, and ``dataclasses.replace`` (a new event, fields
     changed or not) leaves it behind. Events are not edited in place.
     """
-    object.__setattr__(event, _MADE_FROM, record)
+    object.__setattr__(event, MADE_FROM, record)
     return event
 
 
 def record_of(event: Event) -> object | None:
     """The record ``event`` was made from (:func:`made_from`), or None."""
-    return event.__dict__.get(_MADE_FROM)
+    return event.__dict__.get(MADE_FROM)
 
 
 class History:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from fake_providers.models import Arrival, Effect
 from harness.contract.vocabulary import EventKind
-from harness.history import Event
+from harness.history import MADE_FROM, Event
 from harness.oracle.interrupted import cut_short
 from harness.oracle.loading import Loader
 
@@ -219,21 +219,30 @@ def read(events: Sequence[Event]) -> Record:
     identities: dict[str, str] = {}
     consumer_of: dict[str, int] = {}
     restores: list[int] = []
+    # The four kinds a long history is made of come first, with their helpers' fast
+    # paths written out: this loop runs once per event, 400,000 times for 100,000 jobs.
     for i, e in enumerate(events):
         kind = e.kind
         if (kind == "arrival" or kind == "reconcile") and is_provider_event(e):
-            arrivals.append(_arrival(e, i))
+            made = e.__dict__.get(MADE_FROM)
+            arrivals.append(made if type(made) is Arrival else _arrival(e, i))
             arrivals_at.append(i)
         elif kind == "commit" and is_provider_event(e):
-            effects.append(_effect(e, i))
+            made = e.__dict__.get(MADE_FROM)
+            effects.append(made if type(made) is Effect else _effect(e, i))
             effects_at.append(i)
-        elif kind == "claim":
-            claims.append(_claim(_job(e, i), int(e.fields["token"]), _worker(e), e.t))
-            claims_at.append(i)
-        elif kind == "result_write":
-            job, tok, accepted = _job(e, i), int(e.fields["token"]), bool(e.fields["accepted"])
-            writes.append(_result_write(job, tok, _worker(e), accepted, e.t))
-            writes_at.append(i)
+        elif kind == "claim" or kind == "result_write":
+            job, f = e.job, e.fields
+            if job is None:
+                raise ValueError(f"event #{i} ({kind} from {e.source}) names no job")
+            worker = f.get("worker")
+            worker = str(worker) if worker is not None else e.source.removeprefix("worker:")
+            if kind == "claim":
+                claims.append(_claim(job, int(f["token"]), worker, e.t))
+                claims_at.append(i)
+            else:
+                writes.append(_result_write(job, int(f["token"]), worker, bool(f["accepted"]), e.t))
+                writes_at.append(i)
         elif isinstance(e.fields.get("arrival"), int) and is_provider_event(e):
             related[(e.source.removeprefix("provider:"), e.fields["arrival"])].append(i)
         elif kind == "signal":
@@ -299,17 +308,6 @@ def _any_signal(signals: Sequence[int], events: Sequence[Event]) -> bool:
 
 def _consumer_note(e: Event) -> bool:
     return isinstance(e.fields.get("consumer"), int) and isinstance(e.fields.get("worker"), str)
-
-
-def _job(e: Event, i: int) -> str:
-    if e.job is None:
-        raise ValueError(f"event #{i} ({e.kind} from {e.source}) names no job")
-    return e.job
-
-
-def _worker(e: Event) -> str:
-    worker = e.fields.get("worker")
-    return str(worker) if worker is not None else e.source.removeprefix("worker:")
 
 
 # -- readings the invariants share ------------------------------------------------------

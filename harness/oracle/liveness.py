@@ -8,7 +8,6 @@ decided here, and :func:`harness.oracle.unjudged` says so in the trial's record.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
 
 from fake_providers.models import Effect
 from harness.oracle.evidence import Violation, violation
@@ -31,6 +30,7 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
         if a.kind == "write":
             written[a.job_id].add(a.provider)
     out = []
+    steps, routed = facts.job_steps, facts.job_providers
     for job in facts.jobs:
         final = finals.get(job)
         if final is None:
@@ -39,8 +39,15 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
             )
             continue
         made = effects.get(job, ())
-        if final.delivery_state == "acknowledged" and _one_owed_and_made(job, made, written, facts):
-            continue  # most jobs of a long history: decided without counting
+        if final.delivery_state == "acknowledged" and len(made) == 1 and job not in steps:
+            # Most jobs of a long history, decided without counting: one effect, at the
+            # only provider the job owes one (it wrote to no other, was routed to none).
+            provider = made[0].provider
+            to = written.get(job)
+            if (to is None or (len(to) == 1 and provider in to)) and routed.get(
+                job, provider
+            ) == provider:
+                continue
         # A job's duty is one effect at the provider it was routed to, and one at each
         # other provider it wrote to in the same flow (a charge, then a receipt): a job
         # closed as done after a refused second call is lost all the same.
@@ -78,16 +85,3 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
                 )
             )
     return out
-
-
-def _one_owed_and_made(
-    job: str, made: Sequence[Effect], written: Mapping[str | None, set[str]], facts: TrialFacts
-) -> bool:
-    """The job made one effect, at the only provider it owes one: it wrote to no other,
-    was routed to none other, and has no steps."""
-    if len(made) != 1 or job in facts.job_steps:
-        return False
-    provider = made[0].provider
-    return written.get(job, {provider}) <= {provider} and (
-        facts.job_providers.get(job, provider) == provider
-    )
