@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
+from types import FrameType
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -23,6 +25,18 @@ settings.register_profile(
 )
 settings.register_profile("deep", max_examples=5000, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A cancelled CI job stops its tests with SIGTERM, which ends pytest at once: the
+    # processes a test started itself (not through the harness, whose watchdog reaps
+    # its own) outlived the run. Taken as a Ctrl-C, every fixture's teardown runs first.
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 @pytest.fixture(scope="session")
