@@ -87,12 +87,16 @@ def _answer(
         raise ValueError(f"unknown op {op!r}; use spawn or status")
     if len(fds) != 2:
         raise ValueError(f"spawn needs two descriptors (stdin, stdout), got {len(fds)}")
-    pid = os.fork()
-    if pid == 0:
-        _child(sock, fds, request["settings"], str(request["log"]))
-    # Opened while the child cannot have been reaped yet (only _reap waits for it), so
-    # it names this child and no later process that reuses the number.
-    return {"pid": pid}, os.pidfd_open(pid)
+    # SIGCHLD waits until the pidfd is open: a child that dies at once is not reaped
+    # before, so the pidfd names this child and no later process that reuses its number.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    try:
+        pid = os.fork()
+        if pid == 0:
+            _child(sock, fds, request["settings"], str(request["log"]))
+        return {"pid": pid}, os.pidfd_open(pid)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
 
 
 def _child(sock: socket.socket, fds: list[int], settings: dict[str, Any], log: str) -> None:
@@ -113,6 +117,7 @@ def _child(sock: socket.socket, fds: list[int], settings: dict[str, Any], log: s
                 os.close(fd)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})  # blocked at the fork
         _serve(settings)
         code = 0
     except BaseException:

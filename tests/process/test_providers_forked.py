@@ -39,6 +39,9 @@ def test_a_pool_forks_its_providers_from_one_fork_server(tmp_path: Path) -> None
             assert proc.ppid() == server
             assert os.getpgid(p.pid) == p.pid  # its own group: a kill reaches it alone
             assert proc.name() == f"provider {p.name}"[:15]
+            # No signal left blocked by the fork (SIGCHLD is, around it, in the server).
+            status = Path(f"/proc/{p.pid}/status").read_text()
+            assert "SigBlk:\t0000000000000000" in status, status
         assert a.client.health()["kind"] == "idempotent"
         assert b.client.health() == {"ok": True, "kind": "plain", "name": "billing"}
         assert pool.forks.forked == 2
