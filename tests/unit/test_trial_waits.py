@@ -35,6 +35,9 @@ class Pauses:
         self.clock.now += seconds
         return False
 
+    def is_set(self) -> bool:
+        return False
+
 
 class Ledger:
     """A target whose jobs end after ``reads`` reads, each costing ``read_s`` of harness time."""
@@ -94,3 +97,52 @@ def test_quiescence_found_at_the_first_read_waits_for_nothing(
     assert t.wait_quiescent() is True
     assert t.waits_s == 0.0
     assert t.phases.as_timings()["quiescence_s"] == pytest.approx(0.004)
+
+
+class EndsAt:
+    """A target whose jobs all end once the clock reaches ``t``."""
+
+    def __init__(self, clock: Clock, t: float) -> None:
+        self.clock, self.t = clock, t
+
+    def quiescent(self, jobs: Any) -> bool:
+        return self.clock.now >= self.t
+
+
+class Starved:
+    """``CpuWait``: the workers waited ``s`` seconds for a CPU."""
+
+    def __init__(self, s: float) -> None:
+        self.s = s
+
+    def waited_s(self) -> float:
+        return self.s
+
+
+@pytest.mark.parametrize(
+    ("waited_s", "quiescent"),
+    [(0.0, False), (0.3, False), (0.6, True), (5.0, True)],
+)
+def test_the_bound_is_stretched_by_the_workers_wait_for_a_cpu_at_most_by_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, waited_s: float, quiescent: bool
+) -> None:
+    t = quiet_trial(tmp_path, monkeypatch, ledger_reads=1)
+    start = trial.time.monotonic()
+    # The jobs end half a second past a 1 s bound: in time only for workers that waited
+    # that long for a CPU; a wait longer than the bound stretches it by the bound.
+    t.target = EndsAt(t.abort.clock, start + 1.5)  # type: ignore[assignment,attr-defined]
+    monkeypatch.setattr(trial, "CpuWait", lambda pids, from_birth: Starved(waited_s))
+    assert t.wait_quiescent(timeout_s=1.0) is quiescent
+    if not quiescent:
+        assert t.quiet_deadline == pytest.approx(start + 1.0 + waited_s, abs=QUIESCENCE_POLL_S)
+
+
+def test_a_bound_never_stretched_past_twice_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = quiet_trial(tmp_path, monkeypatch, ledger_reads=1)
+    start = trial.time.monotonic()
+    t.target = EndsAt(t.abort.clock, start + 2.5)  # type: ignore[assignment,attr-defined]
+    monkeypatch.setattr(trial, "CpuWait", lambda pids, from_birth: Starved(60.0))
+    assert t.wait_quiescent(timeout_s=1.0) is False
+    assert t.quiet_deadline == pytest.approx(start + 2.0)
