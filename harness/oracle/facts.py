@@ -109,8 +109,13 @@ class Record:
 
     arrivals: tuple[Arrival, ...] = ()
     effects: tuple[Effect, ...] = ()
-    claims: tuple[Claim, ...] = ()
-    result_writes: tuple[ResultWrite, ...] = ()
+    #: The ledger's claims and result writes as plain rows, in the order of the fields of
+    #: :class:`Claim` and :class:`ResultWrite`: a long history has one of each per attempt,
+    #: and the invariants read their values; the records are made when first asked for.
+    claim_rows: tuple[tuple[str, int, str, float], ...] = ()
+    result_write_rows: tuple[tuple[str, int, str, bool, float], ...] = ()
+    #: Job -> the highest token it was claimed under.
+    top_token: Mapping[str, int] = field(default_factory=dict)
     #: The index of the event each record above was read from, position for position.
     arrivals_at: tuple[int, ...] = ()
     effects_at: tuple[int, ...] = ()
@@ -147,6 +152,32 @@ class Record:
             return 0
         return bisect.bisect_right(self.restores_at, self.index[rec])
 
+    @functools.cached_property
+    def claims(self) -> tuple[Claim, ...]:
+        return tuple(Claim(*row) for row in self.claim_rows)
+
+    @functools.cached_property
+    def result_writes(self) -> tuple[ResultWrite, ...]:
+        return tuple(ResultWrite(*row) for row in self.result_write_rows)
+
+    @functools.cached_property
+    def retried(self) -> list[tuple[tuple[str, str], list[Arrival]]]:
+        """The (provider, job)s of :attr:`writes` written more than once, with their
+        writes: a job written once can be no retry, and most jobs of a long history are
+        (gathered without a list per job, or a sort of every job)."""
+        first: dict[tuple[str, str], Arrival] = {}
+        more: dict[tuple[str, str], list[Arrival]] = {}
+        for a in self.arrivals:
+            if a.kind == "write" and a.job_id is not None:
+                key = (a.provider, a.job_id)
+                if key in first:
+                    more.setdefault(key, [first[key]]).append(a)
+                else:
+                    first[key] = a
+        for writes in more.values():
+            writes.sort(key=lambda a: a.t_mono)
+        return sorted(more.items())
+
     # The two indexes below are built when first asked for (citing a violation, the
     # trace): hashing every record of a clean 100,000-arrival history for them cost a
     # tenth of the oracle's time.
@@ -167,8 +198,8 @@ class Record:
 
     @functools.cached_property
     def writes(self) -> list[tuple[tuple[str, str], list[Arrival]]]:
-        """Every (provider, job)'s writes in time order, sorted by provider and job: read
-        once for every invariant that walks them."""
+        """Every (provider, job)'s writes in time order, sorted by provider and job (the
+        invariants that need only retries read :attr:`retried`)."""
         return sorted(writes_by_job(self.arrivals).items())
 
     #: The identity each job is bound to (its body's ``identity``, from its enqueue
@@ -208,9 +239,10 @@ def read(events: Sequence[Event]) -> Record:
     arrivals_at: list[int] = []
     effects: list[Effect] = []
     effects_at: list[int] = []
-    claims: list[Claim] = []
+    claims: list[tuple[str, int, str, float]] = []
     claims_at: list[int] = []
-    writes: list[ResultWrite] = []
+    top: dict[str, int] = {}
+    writes: list[tuple[str, int, str, bool, float]] = []
     writes_at: list[int] = []
     related: dict[tuple[str, int], list[int]] = defaultdict(list)
     signals: list[int] = []
@@ -237,11 +269,16 @@ def read(events: Sequence[Event]) -> Record:
                 raise ValueError(f"event #{i} ({kind} from {e.source}) names no job")
             worker = f.get("worker")
             worker = str(worker) if worker is not None else e.source.removeprefix("worker:")
+            lease = f["token"]
+            if type(lease) is not int:
+                lease = int(lease)
             if kind == "claim":
-                claims.append(_claim(job, int(f["token"]), worker, e.t))
+                claims.append((job, lease, worker, e.t))
                 claims_at.append(i)
+                if lease > top.get(job, lease - 1):
+                    top[job] = lease
             else:
-                writes.append(_result_write(job, int(f["token"]), worker, bool(f["accepted"]), e.t))
+                writes.append((job, lease, worker, bool(f["accepted"]), e.t))
                 writes_at.append(i)
         elif isinstance(e.fields.get("arrival"), int) and is_provider_event(e):
             related[(e.source.removeprefix("provider:"), e.fields["arrival"])].append(i)
@@ -261,8 +298,9 @@ def read(events: Sequence[Event]) -> Record:
     return Record(
         arrivals=tuple(arrivals),
         effects=tuple(effects),
-        claims=tuple(claims),
-        result_writes=tuple(writes),
+        claim_rows=tuple(claims),
+        result_write_rows=tuple(writes),
+        top_token=top,
         arrivals_at=tuple(arrivals_at),
         effects_at=tuple(effects_at),
         claims_at=tuple(claims_at),
@@ -278,27 +316,6 @@ def read(events: Sequence[Event]) -> Record:
         consumer_of=consumer_of,
         restores_at=tuple(restores),
     )
-
-
-# A frozen dataclass's __init__ sets each field through object.__setattr__, and a long
-# history has a claim and a result write per attempt: these fill the new record's
-# __dict__ at once, which makes the same object (equal, hashed and printed alike).
-
-
-def _claim(job_id: str, token: int, worker_id: str, t_mono: float) -> Claim:
-    c: Claim = object.__new__(Claim)
-    c.__dict__.update(job_id=job_id, token=token, worker_id=worker_id, t_mono=t_mono)
-    return c
-
-
-def _result_write(
-    job_id: str, token: int, worker_id: str, accepted: bool, t_mono: float
-) -> ResultWrite:
-    w: ResultWrite = object.__new__(ResultWrite)
-    w.__dict__.update(
-        job_id=job_id, token=token, worker_id=worker_id, accepted=accepted, t_mono=t_mono
-    )
-    return w
 
 
 def _any_signal(signals: Sequence[int], events: Sequence[Event]) -> bool:

@@ -8,47 +8,47 @@ from harness.oracle.facts import Claim, Record, TrialFacts, token
 
 def fenced_writes(record: Record, facts: TrialFacts) -> list[Violation]:
     """4. No result accepted, and no external call made, under a stale lease token."""
-    if not record.claims:
+    if not record.claim_rows:
         return []
-    #: Job -> the highest token claimed: a call under it or above has no newer claim,
-    #: which settles most calls of a long history without looking at their claims.
-    top: dict[str, int] = {}
-    for c in record.claims:
-        if c.token > top.get(c.job_id, c.token - 1):
-            top[c.job_id] = c.token
-    #: Job -> its claims, indexed at the first call that needs them (few do).
-    claims: dict[str, list[Claim]] = {}
+    # A call under a job's highest token or above has no newer claim, which settles
+    # most calls of a long history without looking at their claims.
+    top = record.top_token
+    #: Job -> the positions of its claims, indexed at the first call that needs them.
+    claims: dict[str, list[int]] = {}
 
     def newer_claim(job: str, token: int, t: float) -> Claim | None:
         if not claims:
-            for c in record.claims:
-                claims.setdefault(c.job_id, []).append(c)
-        newer = [c for c in claims.get(job, []) if c.token > token and c.t_mono < t]
-        return min(newer, key=lambda c: c.t_mono) if newer else None
+            for k, row in enumerate(record.claim_rows):
+                claims.setdefault(row[0], []).append(k)
+        rows = record.claim_rows
+        newer = [k for k in claims.get(job, []) if rows[k][1] > token and rows[k][3] < t]
+        return record.claims[min(newer, key=lambda k: rows[k][3])] if newer else None
 
     out = []
-    for w in record.result_writes:
-        if not w.accepted or top.get(w.job_id, w.token) <= w.token:
+    for k, (job, lease, worker, accepted, t) in enumerate(record.result_write_rows):
+        if not accepted or top.get(job, lease) <= lease:
             continue
-        stale_by = newer_claim(w.job_id, w.token, w.t_mono)
+        stale_by = newer_claim(job, lease, t)
         if stale_by is not None:
             out.append(
                 violation(
                     "fenced_writes",
-                    w.job_id,
-                    f"result write by {w.worker_id} under token {w.token} was accepted after "
+                    job,
+                    f"result write by {worker} under token {lease} was accepted after "
                     f"{stale_by.worker_id} claimed token {stale_by.token}",
                     record,
-                    ledger=[w, stale_by],
+                    ledger=[record.result_writes[k], stale_by],
                 )
             )
+    # Tokens travel as text; the few distinct ones are parsed once each (-1: not yet).
+    parsed: dict[str, int | None] = {}
     for a in record.arrivals:
-        if a.kind != "write" or a.job_id is None:
+        if a.kind != "write" or a.job_id is None or a.fencing_token is None:
             continue
-        sent_under = token(a)
-        if sent_under is None:
-            continue
-        if top.get(a.job_id, sent_under) <= sent_under:
+        sent_under = parsed.get(a.fencing_token, -1)
+        if sent_under == -1:
+            sent_under = parsed[a.fencing_token] = token(a)
+        if sent_under is None or top.get(a.job_id, sent_under) <= sent_under:
             continue
         if record.consumer(a.worker_id) != 1:
             continue  # a second consumer's token is from its own ledger, which is not read

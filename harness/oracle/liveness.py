@@ -7,7 +7,7 @@ decided here, and :func:`harness.oracle.unjudged` says so in the trial's record.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 
 from fake_providers.models import Effect
 from harness.oracle.evidence import Violation, violation
@@ -19,40 +19,54 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
     states = facts.job_states
     if states is None:
         return []
-    effects: dict[str, list[Effect]] = defaultdict(list)
+    # Indexed once (a scan of every arrival for every job is quadratic in the history),
+    # and by the first effect and the first provider written to: most jobs of a long
+    # history have one of each, and a list or set per job cost more than the checks.
+    first: dict[str, Effect] = {}
+    effects: dict[str, list[Effect]] = {}  # only the jobs with more than one
     for e in record.effects:
-        if e.job_id is not None:
-            effects[e.job_id].append(e)
-    finals = {j.job_id: j for j in states}
-    # Indexed once: a scan of every arrival for every job is quadratic in the history.
-    written: dict[str | None, set[str]] = defaultdict(set)
+        if e.job_id is None:
+            continue
+        if e.job_id in first:
+            effects.setdefault(e.job_id, [first[e.job_id]]).append(e)
+        else:
+            first[e.job_id] = e
+    wrote: dict[str | None, str] = {}
+    written: dict[str | None, set[str]] = {}  # only the jobs written to at two or more
     for a in record.arrivals:
-        if a.kind == "write":
-            written[a.job_id].add(a.provider)
+        if a.kind == "write" and wrote.setdefault(a.job_id, a.provider) != a.provider:
+            written.setdefault(a.job_id, {wrote[a.job_id]}).add(a.provider)
+    finals = {j.job_id: j for j in states}
+    # The jobs that are not decided by the test below: few, and each looked at in full.
+    involved = effects.keys() | written.keys() | facts.job_steps.keys()
+    routed = facts.job_providers
     out = []
-    steps, routed = facts.job_steps, facts.job_providers
     for job in facts.jobs:
+        one = first.get(job)
+        if (
+            one is not None
+            and wrote.get(job, one.provider) == one.provider
+            and routed.get(job, one.provider) == one.provider
+            and job not in involved
+            and job in finals
+            and finals[job].delivery_state == "acknowledged"
+        ):
+            # Most jobs of a long history, decided without counting: one effect, at the
+            # only provider the job owes one (it wrote to no other, was routed to none).
+            continue
         final = finals.get(job)
         if final is None:
             out.append(
                 violation("nothing_lost", job, f"the target reports no state for {job}", record)
             )
             continue
-        made = effects.get(job, ())
-        if final.delivery_state == "acknowledged" and len(made) == 1 and job not in steps:
-            # Most jobs of a long history, decided without counting: one effect, at the
-            # only provider the job owes one (it wrote to no other, was routed to none).
-            provider = made[0].provider
-            to = written.get(job)
-            if (to is None or (len(to) == 1 and provider in to)) and routed.get(
-                job, provider
-            ) == provider:
-                continue
+        made = effects.get(job) or ([one] if one is not None else [])
+        to = written.get(job) or ({wrote[job]} if job in wrote else set())
         # A job's duty is one effect at the provider it was routed to, and one at each
         # other provider it wrote to in the same flow (a charge, then a receipt): a job
         # closed as done after a refused second call is lost all the same.
         per = Counter(e.provider for e in made)
-        owed = written.get(job, set()) | set(per)
+        owed = to | set(per)
         if job in facts.job_providers:
             owed.add(facts.job_providers[job])
         # A multi-step job owes every step's effect, written or not.
@@ -68,7 +82,7 @@ def nothing_lost(record: Record, facts: TrialFacts) -> list[Violation]:
                     "one is owed at each provider it wrote to",
                     record,
                     ledger=[final],
-                    effects=effects.get(job, []),
+                    effects=made,
                 )
             )
         elif final.final:

@@ -20,11 +20,11 @@ from harness.oracle.facts import Record, TrialFacts, identity, settled
 
 def no_duplicate_effect(record: Record, facts: TrialFacts) -> list[Violation]:
     """1. At most one committed effect per logical job per provider."""
-    # Counted first, and only the jobs counted twice gathered: most jobs have one effect.
-    counts = Counter((e.provider, e.job_id) for e in record.effects if e.job_id is not None)
-    twice = {k for k, n in counts.items() if n > 1}
-    if not twice:
+    # Told apart first, and only the jobs counted twice gathered: most jobs have one effect.
+    keys = [(e.provider, e.job_id) for e in record.effects if e.job_id is not None]
+    if len(set(keys)) == len(keys):
         return []
+    twice = {k for k, n in Counter(keys).items() if n > 1}
     per: dict[tuple[str, str | None], list[Effect]] = defaultdict(list)
     for e in record.effects:
         if (e.provider, e.job_id) in twice:
@@ -53,9 +53,7 @@ def no_retry_while_unknown(record: Record, facts: TrialFacts) -> list[Violation]
     """
     out = []
     lookups = [a for a in record.arrivals if a.kind == "lookup"]
-    for (provider, job), writes in record.writes:
-        if len(writes) < 2:
-            continue
+    for (provider, job), writes in record.retried:
         kind = facts.provider_kinds.get(provider, "plain")
         if kind == "unqueryable":
             continue
@@ -94,9 +92,7 @@ def no_retry_while_unknown(record: Record, facts: TrialFacts) -> list[Violation]
 def stable_key_and_payload(record: Record, facts: TrialFacts) -> list[Violation]:
     """3. Every write of one logical job carries one key (or marker) and one fingerprint."""
     out = []
-    for (provider, job), writes in record.writes:
-        if len(writes) < 2:
-            continue  # one write carries one key and one fingerprint
+    for (provider, job), writes in record.retried:  # one write: one key, one fingerprint
         identities = {identity(w) for w in writes}
         prints = {w.fingerprint for w in writes}
         if len(identities) > 1:
@@ -139,7 +135,8 @@ def bounded_retries(record: Record, facts: TrialFacts) -> list[Violation]:
     if limit is None:
         return _retries_stop(record, facts)
     out = []
-    for (provider, job), every in record.writes:
+    # A job written once is past no cap of one or more.
+    for (provider, job), every in record.retried if limit >= 1 else record.writes:
         if len(every) <= limit:
             continue  # no consumer's share can be past the cap: most jobs end here
         # Each consumer of a job delivered twice is held to its own cap, and so is each
@@ -206,8 +203,8 @@ def _retries_stop(record: Record, facts: TrialFacts) -> list[Violation]:
 def ambiguity_goes_to_review(record: Record, facts: TrialFacts) -> list[Violation]:
     """7. An unknown that cannot be reconciled is never replayed, and ends in review."""
     out = []
-    for (provider, job), writes in record.writes:
-        if len(writes) < 2 or facts.provider_kinds.get(provider) != "unqueryable":
+    for (provider, job), writes in record.retried:
+        if facts.provider_kinds.get(provider) != "unqueryable":
             continue
         for earlier, later in itertools.pairwise(writes):
             if not settled(earlier):
