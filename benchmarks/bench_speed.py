@@ -153,7 +153,7 @@ def oracle(n_arrivals: int) -> float:
     violations = check(events, facts)
     if violations:
         raise AssertionError(f"the synthetic history is clean, yet: {violations[0]}")
-    return statistics.median(repeat_s(lambda: check(events, facts), runs=3))
+    return statistics.median(repeat_s(lambda: check(events, facts), runs=5))
 
 
 def report(n_trials: int) -> float:
