@@ -32,6 +32,7 @@ from harness.backends.base import Backend, LogsApart, WorkerHandle, record_escal
 from harness.contract.env import STATE_DIR, provider_env_name, provider_env_var, provider_kind_var
 from harness.contract.errors import ConfigError, Inconclusive, RendezvousTimeout
 from harness.cpu_wait import CpuWait
+from harness.filelocks import held_write_locks
 from harness.history import Event, History
 from harness.lanes import WorkerNames
 from harness.observe import Observer
@@ -53,6 +54,10 @@ PROVIDER_NAME = "svc"
 TERM_GRACE_LEASES = 2.0
 #: How soon a worker that handles SIGTERM by dying counts as having died at its boundary.
 _DIED_AT_ONCE_S = 0.1
+#: How often a stopped worker holding a write lock is let run and stopped again, and for
+#: how long each time: a transaction such as a lease renewal commits within milliseconds.
+STOP_TRIES = 20
+LOCK_THAW_S = 0.005
 #: Between two reads of the jobs' states while waiting for quiescence: a job's end is
 #: a row in the target's ledger, which no one announces, so it is polled; a read costs a
 #: fraction of a millisecond, and a trial ends at most this much after its last job.
@@ -486,9 +491,7 @@ class Trial:
         for handle in self.workers.values():
             if handle.exited_at is not None or handle.pid <= 0:
                 continue  # never pid 0: its "children" are every process on the host
-            pids.append(handle.pid)
-            with contextlib.suppress(psutil.Error):
-                pids += [p.pid for p in psutil.Process(handle.pid).children(recursive=True)]
+            pids += [handle.pid, *self._tree_of(handle)]
         return pids
 
     def arm(self, fault: Fault) -> str:
@@ -558,6 +561,35 @@ class Trial:
             self.paused.discard(handle.name)
         else:
             handle.signal(signum)
+
+    def stop_clear_of_write_locks(self, handle: WorkerHandle) -> None:
+        """With ``handle`` stopped while held at a boundary: while one of its threads
+        holds a write lock on a file (:mod:`harness.filelocks`), let it run for a moment
+        and stop it again. Its held thread stays at the boundary; a background thread
+        (a lease renewal) finishes its transaction. About 1 stop in 100 lands inside one
+        for a lease renewed every sixth of a second, and then no worker could take over."""
+        for _ in range(STOP_TRIES):
+            held = held_write_locks({handle.pid, *self._tree_of(handle)})
+            if not held:
+                return
+            self.history.append(
+                "supervisor",
+                "note",
+                text=f"{handle.name} was stopped holding a write lock on a file "
+                f"({held[0]}): let run {LOCK_THAW_S * 1000:g} ms and stopped again",
+            )
+            self.send(handle, "SIGCONT")
+            # A deliberate wait: the lock's holder needs a moment of CPU to let it go.
+            time.sleep(LOCK_THAW_S)
+            self.send(handle, "SIGSTOP")
+
+    def _tree_of(self, handle: WorkerHandle) -> list[int]:
+        """The live descendants of ``handle``'s process."""
+        if handle.pid <= 0 or handle.exited_at is not None:
+            return []
+        with contextlib.suppress(psutil.Error):
+            return [p.pid for p in psutil.Process(handle.pid).children(recursive=True)]
+        return []
 
     def crash(self, handle: WorkerHandle, sig: str, *, hit: Hit | None = None) -> bool:
         """Kill ``handle`` with ``sig``; True when it died at the boundary it was held at.

@@ -52,6 +52,7 @@ def lease_expiry_slow_worker(trial: Trial) -> frozenset[str]:
     w1 = trial.start_worker()
     hit = trial.wait_hit(gate, what=f"failpoint {trial.cell.point} for {job}")
     trial.send(w1, "SIGSTOP")
+    trial.stop_clear_of_write_locks(w1)
     # Let the frozen worker go at the boundary: it reads the answer only when thawed.
     hit.resume()
     return take_over_then_thaw(trial, w1, job)
