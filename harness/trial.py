@@ -563,10 +563,10 @@ class Trial:
             handle.signal(signum)
 
     def stop_clear_of_write_locks(self, handle: WorkerHandle) -> None:
-        """With ``handle`` stopped while held at a boundary: while one of its threads
-        holds a write lock on a file (:mod:`harness.filelocks`), let it run for a moment
-        and stop it again. Its held thread stays at the boundary; a background thread
-        (a lease renewal) finishes its transaction. About 1 stop in 100 lands inside one
+        """With ``handle`` just stopped: while one of its threads holds a write lock on
+        a file (:mod:`harness.filelocks`), let it run for a moment and stop it again. A
+        thread held at a boundary stays there; a background thread (a lease renewal)
+        finishes its transaction. About 1 stop in 100 lands inside one
         for a lease renewed every sixth of a second, and then no worker could take over."""
         for _ in range(STOP_TRIES):
             held = held_write_locks({handle.pid, *self._tree_of(handle)})

@@ -42,6 +42,7 @@ def clock_skew(trial: Trial) -> frozenset[str]:
     w1 = trial.start_worker(extra_env=clock.worker_env(offset_file, lib))
     hit = trial.wait_hit(gate, what=f"failpoint before_external_call for {job}")
     trial.send(w1, "SIGSTOP")
+    trial.stop_clear_of_write_locks(w1)
     hit.resume()
     step = step_s(trial)
     clock.set_offset(offset_file, step)

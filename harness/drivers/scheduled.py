@@ -253,6 +253,7 @@ class Player:
         elif step.action == "pause":
             if worker is not None and worker.alive():
                 trial.send(worker, "SIGSTOP")
+                trial.stop_clear_of_write_locks(worker)
                 let_go("respond" if release is not None and step.at == "arrival" else None)
                 if step.duration_s > trial.config.lease_ttl_s and not self._others(worker):
                     # A stop past the lease is the slow-worker fault: someone must be there
