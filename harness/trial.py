@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import psutil
-
 from fake_providers import Fault, ProviderPool, ProviderProcess, start_provider
 from harness.attempts import open_attempts, reports_claims
 from harness.backends.base import Backend, LogsApart, WorkerHandle, record_escalation
@@ -489,9 +487,8 @@ class Trial:
         """Every live worker's pid, its children's included."""
         pids = []
         for handle in self.workers.values():
-            if handle.exited_at is not None or handle.pid <= 0:
-                continue  # never pid 0: its "children" are every process on the host
-            pids += [handle.pid, *self._tree_of(handle)]
+            if handle.exited_at is None:
+                pids += handle.tree()
         return pids
 
     def arm(self, fault: Fault) -> str:
@@ -569,7 +566,7 @@ class Trial:
         finishes its transaction. About 1 stop in 100 lands inside one
         for a lease renewed every sixth of a second, and then no worker could take over."""
         for _ in range(STOP_TRIES):
-            held = held_write_locks({handle.pid, *self._tree_of(handle)})
+            held = held_write_locks(set(handle.tree()))
             if not held:
                 return
             self.history.append(
@@ -582,14 +579,6 @@ class Trial:
             # A deliberate wait: the lock's holder needs a moment of CPU to let it go.
             time.sleep(LOCK_THAW_S)
             self.send(handle, "SIGSTOP")
-
-    def _tree_of(self, handle: WorkerHandle) -> list[int]:
-        """The live descendants of ``handle``'s process."""
-        if handle.pid <= 0 or handle.exited_at is not None:
-            return []
-        with contextlib.suppress(psutil.Error):
-            return [p.pid for p in psutil.Process(handle.pid).children(recursive=True)]
-        return []
 
     def crash(self, handle: WorkerHandle, sig: str, *, hit: Hit | None = None) -> bool:
         """Kill ``handle`` with ``sig``; True when it died at the boundary it was held at.

@@ -60,6 +60,11 @@ class WorkerHandle(Protocol):
 
     def alive(self) -> bool: ...
 
+    def tree(self) -> list[int]:
+        """Host pids of the live leader and every live process it contains (its
+        cgroup's, or its descendants'), a daemon that left the process group too."""
+        ...
+
     def stop(self, timeout_s: float = 5.0) -> int | None:
         """SIGTERM, then SIGKILL after ``timeout_s``; reap everything; the exit status."""
         ...

@@ -230,6 +230,14 @@ class DockerHandle:
                     f"(container {self.container.name}): {exc}"
                 ) from exc
 
+    def tree(self) -> list[int]:
+        if self._pid <= 0 or self._exited.is_set():
+            return []  # never pid 0: its "children" are every process on the host
+        try:
+            return [self._pid, *(p.pid for p in psutil.Process(self._pid).children(True))]
+        except psutil.Error:
+            return []
+
     def _descendants(self) -> list[psutil.Process]:
         """The worker's processes seen from the host, minus those the engine signals."""
         if self._pid <= 0:

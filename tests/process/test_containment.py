@@ -105,6 +105,8 @@ def test_pause_freezes_the_grandchildren_and_the_daemon(
     handle = start_tree(cgroup_backend, workdir, marker, "--daemon", "--spawn", "2", roles=roles)
     procs = marked(marker)
     assert len(procs) == len(roles)
+    # What the trial reads file locks and CPU time of: the daemon too.
+    assert sorted(handle.tree()) == sorted(p.pid for p in procs)
     handle.pause()
     assert_frozen(workdir, roles, procs)
     handle.resume()

@@ -98,6 +98,8 @@ def test_pause_freezes_the_grandchildren_and_the_daemon(
     handle = start_tree(backend, workdir, marker, "--daemon", "--spawn", "2", roles=roles)
     procs = _tree(marker)
     assert len(procs) == len(roles)
+    # What the trial reads file locks and CPU time of: the init, and the daemon too.
+    assert sorted(handle.tree()) == sorted(p.pid for p in marked(marker))
     handle.pause()
     until(lambda: handle._status() == "paused", what="the engine to report the pause")
     assert_frozen(workdir, roles, procs)

@@ -48,6 +48,9 @@ class Handle:
     def resume(self) -> None:
         os.kill(self.pid, signal.SIGCONT)
 
+    def tree(self) -> list[int]:
+        return [self.pid]
+
 
 class Supervisor:
     """The part of a trial that stops workers."""
@@ -57,7 +60,6 @@ class Supervisor:
         self.paused: set[str] = set()
 
     send = Trial.send
-    _tree_of = Trial._tree_of
     stop_clear_of_write_locks = Trial.stop_clear_of_write_locks
 
 
