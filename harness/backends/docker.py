@@ -131,6 +131,15 @@ def host_binds(cwd: Path, extra: Mapping[str, str] | None = None) -> dict[str, d
     return binds
 
 
+def _ppid(proc: psutil.Process) -> int | None:
+    """``proc``'s parent, None once it exited: a member may exit between the listing of
+    the tree and this read (CI run 28: a stop then raised and left the container)."""
+    try:
+        return proc.ppid()
+    except psutil.Error:
+        return None
+
+
 class DockerHandle:
     """A worker container; see :class:`harness.backends.base.WorkerHandle`."""
 
@@ -249,7 +258,7 @@ class DockerHandle:
         except psutil.Error:
             return []
         # init forwards the engine's signal to its direct children; don't send it twice.
-        return [p for p in procs if not (self._init and p.ppid() == self._pid)]
+        return [p for p in procs if not (self._init and _ppid(p) == self._pid)]
 
     def _status(self) -> str:
         try:
