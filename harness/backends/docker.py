@@ -240,25 +240,24 @@ class DockerHandle:
                 ) from exc
 
     def tree(self) -> list[int]:
-        if self._pid <= 0 or self._exited.is_set():
-            return []  # never pid 0: its "children" are every process on the host
+        if self._exited.is_set() or self._pid <= 0:
+            return []
+        return [self._pid, *(p.pid for p in self._members())]
+
+    def _members(self) -> list[psutil.Process]:
+        """Every process under the container's first one, as the host sees them."""
+        if self._pid <= 0:
+            # Never look up pid 0: on Linux its "children" are every process on the host.
+            return []
         try:
-            return [self._pid, *(p.pid for p in psutil.Process(self._pid).children(True))]
+            return list(psutil.Process(self._pid).children(recursive=True))
         except psutil.Error:
             return []
 
     def _descendants(self) -> list[psutil.Process]:
         """The worker's processes seen from the host, minus those the engine signals."""
-        if self._pid <= 0:
-            # Never look up pid 0: on Linux its "children" are every process on the host.
-            return []
-        try:
-            top = psutil.Process(self._pid)
-            procs = top.children(recursive=True)
-        except psutil.Error:
-            return []
         # init forwards the engine's signal to its direct children; don't send it twice.
-        return [p for p in procs if not (self._init and _ppid(p) == self._pid)]
+        return [p for p in self._members() if not (self._init and _ppid(p) == self._pid)]
 
     def _status(self) -> str:
         try:
