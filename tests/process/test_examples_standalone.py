@@ -27,6 +27,7 @@ from typing import Any
 
 import psutil
 import pytest
+import rediskit
 
 from fake_providers import Fault, ProviderProcess, start_provider
 from harness.contract.env import provider_env_name
@@ -37,7 +38,6 @@ pytestmark = pytest.mark.process
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 HTTP_TIMEOUT_S = 2.0
 DONE_TIMEOUT_S = 30.0
 FINAL = ("done", "needs_review", "dead_lettered")
@@ -71,7 +71,7 @@ def require(config: pytest.Config, example: Example) -> None:
         if need == "rq" and not python3_has_rq():
             missing(config, "rq and redis for python3 on PATH (pip install -e '.[dev]')")
         if need == "redis" and not redis_answers():
-            missing(config, f"Redis at {REDIS_URL} (scripts/install-infra.sh redis)")
+            missing(config, f"Redis at {rediskit.url()} (scripts/install-infra.sh redis)")
         if need == "mcp" and not python3_has("mcp"):
             missing(config, "mcp for python3 on PATH (pip install -e '.[dev]')")
         if need == "bullmq" and not (EXAMPLES / example.name / "node_modules" / "bullmq").is_dir():
@@ -100,7 +100,7 @@ def redis_answers() -> bool:
     import socket
     from urllib.parse import urlsplit
 
-    parts = urlsplit(REDIS_URL)
+    parts = urlsplit(rediskit.url())
     try:
         with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), 1) as s:
             s.sendall(b"PING\r\n")
@@ -169,7 +169,7 @@ class Trial:
             "CRASHPOINT_HTTP_TIMEOUT_S": repr(HTTP_TIMEOUT_S),
             "CRASHPOINT_MAX_ATTEMPTS": str(self.cfg.max_attempts),
             **self.rendezvous.env,
-            "REDIS_URL": REDIS_URL,
+            "REDIS_URL": rediskit.url(),
         }
         for name, p in self.providers.items():
             env[f"CRASHPOINT_PROVIDER_{provider_env_name(name)}_URL"] = p.url
