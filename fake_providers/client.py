@@ -60,16 +60,19 @@ class ProviderClient:
     def faults(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/_control/faults"))
 
-    def wait_held(self, fault_id: str, timeout_s: float) -> Held:
-        """Block until a request is held under ``fault_id``; raise RendezvousTimeout if not."""
-        [held] = self._wait(fault_id, None, timeout_s)
+    def wait_held(self, fault_id: str, timeout_s: float, *, after: int = 0) -> Held:
+        """Block until a request past arrival ``after`` is held under ``fault_id`` (or was,
+        and its deadline let it go: ``Held.released_by``); raise RendezvousTimeout if not."""
+        [held] = self._wait(fault_id, None, timeout_s, after)
         return held
 
-    def wait_held_count(self, fault_id: str, count: int, timeout_s: float) -> list[Held]:
+    def wait_held_count(
+        self, fault_id: str, count: int, timeout_s: float, *, after: int = 0
+    ) -> list[Held]:
         """Block until ``count`` requests are held under a ``times >= count`` hold fault."""
-        return self._wait(fault_id, count, timeout_s)
+        return self._wait(fault_id, count, timeout_s, after)
 
-    def _wait(self, fault_id: str, count: int | None, timeout_s: float) -> list[Held]:
+    def _wait(self, fault_id: str, count: int | None, timeout_s: float, after: int) -> list[Held]:
         deadline = time.monotonic() + timeout_s
         while True:
             left = max(0.0, deadline - time.monotonic())
@@ -77,6 +80,8 @@ class ProviderClient:
             params = {"timeout_s": f"{poll:.3f}"}
             if count is not None:
                 params["count"] = str(count)
+            if after:
+                params["after"] = str(after)
             r = self._request(
                 "GET", f"/_control/faults/{fault_id}/held", params=params, timeout=poll + 10.0
             )

@@ -214,9 +214,11 @@ class ControlAPI:
         if math.isnan(seconds):
             raise Problem(400, f"timeout_s={raw!r} is not a number of seconds")
         timeout_s = min(max(seconds, 0.0), MAX_POLL_S)
+        raw_after = first_param(query, "after")
+        after = 0 if raw_after is None else non_negative_int(raw_after, "after")
         raw_count = first_param(query, "count")
         if raw_count is None:
-            hold = self.board.wait_held(fault_id, timeout_s)
+            hold = self.board.wait_held(fault_id, timeout_s, after=after)
             if hold is None:
                 raise Problem(
                     408, f"no request held under fault {fault_id} after {timeout_s:g} s; poll again"
@@ -225,7 +227,7 @@ class ControlAPI:
         count = non_negative_int(raw_count, "count")
         if count < 1:
             raise Problem(400, f"count={raw_count!r} must be a positive integer")
-        holds = self.board.wait_held_count(fault_id, count, timeout_s)
+        holds = self.board.wait_held_count(fault_id, count, timeout_s, after=after)
         if holds is None:
             raise Problem(
                 408,

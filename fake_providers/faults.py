@@ -58,6 +58,7 @@ class Hold:
             "effect_id": self.effect_id,
             "t_mono": self.t_mono,
             "release_by": self.deadline,
+            "released_by": self.released_by,
         }
 
     def release_json(self) -> dict[str, Any]:
@@ -154,13 +155,20 @@ class FaultBoard:
                     self._release(hold, "drop", by="hold_max")
         return hold.outcome or "drop"
 
-    def wait_held(self, fault_id: str, timeout_s: float) -> Hold | None:
-        """The earliest request still held under ``fault_id``, waiting up to ``timeout_s``."""
-        holds = self.wait_held_count(fault_id, 1, timeout_s)
+    def wait_held(self, fault_id: str, timeout_s: float, *, after: int = 0) -> Hold | None:
+        """The earliest request held under ``fault_id`` (see :meth:`wait_held_count`),
+        waiting up to ``timeout_s``."""
+        holds = self.wait_held_count(fault_id, 1, timeout_s, after=after)
         return None if holds is None else holds[0]
 
-    def wait_held_count(self, fault_id: str, count: int, timeout_s: float) -> list[Hold] | None:
-        """The first ``count`` requests still held under ``fault_id``, in arrival order."""
+    def wait_held_count(
+        self, fault_id: str, count: int, timeout_s: float, *, after: int = 0
+    ) -> list[Hold] | None:
+        """The first ``count`` requests held under ``fault_id`` past arrival ``after``, in
+        arrival order: still held, or let go at their own deadline already. A short
+        deadline (``release_after_s``) can pass before a waiter on a loaded machine asks
+        again; that request was held all the same, and the answer says it was let go
+        (``released_by``). One released by a call, or by a reset, is not waited for."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
             armed = self._get(fault_id)
@@ -171,7 +179,12 @@ class FaultBoard:
                     f"wait only on hold_before_commit or hold_after_commit faults",
                 )
             while True:
-                held = [h for h in armed.holds if not h.released.is_set()]
+                held = [
+                    h
+                    for h in armed.holds
+                    if h.arrival_id > after
+                    and (not h.released.is_set() or h.released_by == "deadline")
+                ]
                 if len(held) >= count:
                     return held[:count]
                 left = deadline - time.monotonic()

@@ -135,6 +135,9 @@ class Held:
     committed: bool
     effect_id: int | None
     t_mono: float
+    #: None while it is held; ``deadline`` when the provider let it go at its own
+    #: deadline before the harness asked (a late waiter still meets it).
+    released_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

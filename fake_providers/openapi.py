@@ -335,6 +335,11 @@ def _control(hold_max_s: float) -> Doc:
                             {"type": "integer", "minimum": 1},
                             "Wait for this many held requests (answer: a list)",
                         ),
+                        _query(
+                            "after",
+                            {"type": "integer", "minimum": 0},
+                            "Only requests with a later arrival_id (the next of a times>1 hold)",
+                        ),
                     ],
                     "responses": {
                         "200": _json(
@@ -537,6 +542,8 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
             "t_mono": number,
             # When the provider lets it go by itself (monotonic; null: no deadline).
             "release_by": _nullable("number"),
+            # Null while held; "deadline" when that deadline came before the wait did.
+            "released_by": {"type": ["string", "null"], "enum": ["deadline", None]},
         }
     )
     fault = _object(

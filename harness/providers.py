@@ -20,10 +20,13 @@ class ProviderControl(Protocol):
     def arm(self, fault: Fault) -> str:
         """Arm ``fault`` for the next matching request(s); returns its fault id."""
 
-    def wait_held(self, fault_id: str, timeout_s: float) -> Held:
-        """Block until a request is held under ``fault_id`` (RendezvousTimeout if not)."""
+    def wait_held(self, fault_id: str, timeout_s: float, *, after: int = 0) -> Held:
+        """Block until a request past arrival ``after`` is held under ``fault_id``, or was
+        until its deadline let it go (RendezvousTimeout if not)."""
 
-    def wait_held_count(self, fault_id: str, count: int, timeout_s: float) -> list[Held]:
+    def wait_held_count(
+        self, fault_id: str, count: int, timeout_s: float, *, after: int = 0
+    ) -> list[Held]:
         """Block until ``count`` requests were held under a ``times >= count`` hold."""
 
     def release(

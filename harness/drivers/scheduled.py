@@ -177,12 +177,18 @@ class Player:
         client = trial.client
         deadline = time.monotonic() + REACH_S
         held = None
+        previous = None
         for k in range(1, step.hit + 1):
-            held = None
+            previous, held = held, None
             while held is None and time.monotonic() < deadline:
                 try:
-                    # The next request still held: each earlier one was let go already.
-                    held = client.wait_held_count(fault_id, 1, _POLL_S * 4)[0]
+                    # The next request held: each earlier one was let go already.
+                    after = 0 if previous is None else previous.arrival_id
+                    held = client.wait_held_count(fault_id, 1, _POLL_S * 4, after=after)[0]
+                    if held.released_by is not None:
+                        # Its deadline let it go before this wait met it: the step would
+                        # act past the boundary, so it waits for the next request instead.
+                        previous, held = held, None
                 except RendezvousTimeout:  # not held yet
                     if self._ended():
                         break

@@ -111,6 +111,42 @@ def test_a_release_after_the_deadline_is_harmless_and_says_how_it_ended(app: Pro
     assert len(app.store.effects()) == 1
 
 
+def _get(app: ProviderApp, path: str) -> Reply:
+    return app.handle(Request("GET", path, {}, b""))
+
+
+def test_a_hold_its_deadline_let_go_before_the_wait_is_still_met(app: ProviderApp) -> None:
+    # On a loaded machine the harness may ask after a short deadline passed: the request
+    # was held all the same, and a wait that missed it would call the boundary unreached.
+    fault_id = app.board.arm(Fault("hold_before_commit", job="j-1", release_after_s=0.0))
+    _write(app, "j-1")
+    reply = _get(app, f"/_control/faults/{fault_id}/held?timeout_s=0")
+    assert reply.status == 200
+    held = json.loads(reply.body)
+    assert (held["job_id"], held["released_by"]) == ("j-1", "deadline")
+    later = _get(app, f"/_control/faults/{fault_id}/held?timeout_s=0&after={held['arrival_id']}")
+    assert later.status == 408
+
+
+def test_a_hold_the_harness_let_go_is_not_met_again(app: ProviderApp) -> None:
+    fault_id = app.board.arm(Fault("hold_before_commit", job="j-1"))
+    t = threading.Thread(target=lambda: _write(app, "j-1"))
+    t.start()
+    held = app.board.wait_held(fault_id, 10.0)
+    assert held is not None
+    assert held.released_by is None
+    assert app.board.release(fault_id, "commit") == 1
+    t.join(10.0)
+    assert _get(app, f"/_control/faults/{fault_id}/held?timeout_s=0").status == 408
+
+
+def test_a_bad_after_is_400(app: ProviderApp) -> None:
+    fault_id = app.board.arm(Fault("hold_before_commit"))
+    reply = _get(app, f"/_control/faults/{fault_id}/held?timeout_s=0&after=-1")
+    assert reply.status == 400
+    assert "after=" in _detail(reply)
+
+
 def test_a_bad_release_by_is_422(app: ProviderApp) -> None:
     fault_id = app.board.arm(Fault("hold_before_commit"))
     for bad in ("soon", True, [1.0]):
