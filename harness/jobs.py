@@ -8,10 +8,14 @@ the ports it listens on (its provider, its proxies). The default is the most tri
 those resources allow at once, with a share of each left for everything else, and never
 more trials than the run has cells:
 
-    jobs = min(cells, MAX_AUTO_JOBS,
+    jobs = min(cells, MAX_AUTO_JOBS, TRIALS_PER_CPU * usable CPUs,
                available memory / 2 / memory per trial,
                open-file limit / 2 / descriptors per trial,
                local port range / 4 / ports per trial)
+
+The CPUs bound it too, loosely: waits overlap, but every trial starts its processes
+(workers, an enqueue command per delivery) on the same cores, and past a few trials a
+core those starts queue up behind the bounds a target declared (its lease).
 
 A container costs more than a process (the runtime's shim beside each one), so a trial
 on the docker backend counts more memory. ``-j N`` overrides the rule.
@@ -35,6 +39,10 @@ TRIAL_PORTS = 4
 #: (a full matrix is a few dozen cells), while every trial started at once is another
 #: set of processes starting together.
 MAX_AUTO_JOBS = 16
+#: Trials per usable CPU. On two cores, 16 trials at once slowed the node example's
+#: enqueue command past half its 0.5 s lease, and 3 runs of its matrix in 10 ended with an
+#: inconclusive duplicate_delivery cell; at 8 none of 10 did, in as much time (about 28 s).
+TRIALS_PER_CPU = 4
 
 
 def auto_jobs(n_cells: int, *, backend: str = "process") -> int:
@@ -42,7 +50,8 @@ def auto_jobs(n_cells: int, *, backend: str = "process") -> int:
     memory = _available_memory_b() // 2 // TRIAL_MEMORY_B.get(backend, TRIAL_MEMORY_B["docker"])
     fds = _open_file_limit() // 2 // TRIAL_FDS
     ports = _local_ports() // 4 // TRIAL_PORTS
-    return max(1, min(n_cells, MAX_AUTO_JOBS, memory, fds, ports))
+    cpus = TRIALS_PER_CPU * _usable_cpus()
+    return max(1, min(n_cells, MAX_AUTO_JOBS, cpus, memory, fds, ports))
 
 
 def resolve_jobs(jobs: int | None, n_cells: int, *, backend: str = "process") -> int:
@@ -56,6 +65,13 @@ def _available_memory_b() -> int:
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (a container's or taskset's share, not the host's)."""
+    with contextlib.suppress(AttributeError, OSError):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _open_file_limit() -> int:

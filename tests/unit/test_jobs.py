@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from harness import jobs
@@ -9,7 +11,8 @@ from harness import jobs
 
 @pytest.fixture
 def machine(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    sizes = {"memory": 24 << 30, "fds": 20_000, "ports": 28_232}
+    sizes = {"memory": 24 << 30, "fds": 20_000, "ports": 28_232, "cpus": 8}
+    monkeypatch.setattr(jobs, "_usable_cpus", lambda: sizes["cpus"])
     monkeypatch.setattr(jobs, "_available_memory_b", lambda: sizes["memory"])
     monkeypatch.setattr(jobs, "_open_file_limit", lambda: sizes["fds"])
     monkeypatch.setattr(jobs, "_local_ports", lambda: sizes["ports"])
@@ -42,6 +45,15 @@ def test_descriptors_bound_the_width(machine: dict[str, int]) -> None:
 def test_ports_bound_the_width(machine: dict[str, int]) -> None:
     machine["ports"] = 5 * 4 * jobs.TRIAL_PORTS
     assert jobs.auto_jobs(59) == 5
+
+
+def test_cpus_bound_the_width(machine: dict[str, int]) -> None:
+    machine["cpus"] = 2
+    assert jobs.auto_jobs(59) == 2 * jobs.TRIALS_PER_CPU
+
+
+def test_the_usable_cpus_are_this_process_s_share() -> None:
+    assert 1 <= jobs._usable_cpus() <= (os.cpu_count() or 1)
 
 
 def test_at_least_one(machine: dict[str, int]) -> None:
