@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clikit import ROOT, leftovers, results, run
+from clikit import MATRIX_JOBS, ROOT, leftovers, results, run
 
 from fake_providers import Fault
 from harness.history import Event
@@ -58,7 +58,9 @@ def test_the_correct_worker_holds_every_cell_at_both_providers(
     scratch: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    done = run_pyqueue("crashpoint.toml", scratch, out, "-j", "2", timeout_s=MATRIX_TIMEOUT_S)
+    done = run_pyqueue(
+        "crashpoint.toml", scratch, out, "-j", MATRIX_JOBS, timeout_s=MATRIX_TIMEOUT_S
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert leftovers(scratch) == []
     every = trials(out)

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from clikit import ROOT, leftovers, results, run
+from clikit import MATRIX_JOBS, ROOT, leftovers, results, run
 from test_examples_standalone import BULLMQ, MCP, NODE, RQ, Example, require
 
 pytestmark = pytest.mark.process
@@ -65,7 +65,9 @@ def test_the_correct_variant_holds_the_whole_matrix(
     require(request.config, example)
     out = scratch / "out"
     done = run(
-        ["-c", config(example), "-j", "2", "--out", str(out)], scratch, timeout_s=MATRIX_TIMEOUT_S
+        ["-c", config(example), "-j", MATRIX_JOBS, "--out", str(out)],
+        scratch,
+        timeout_s=MATRIX_TIMEOUT_S,
     )
     doc = results(out)
     verdicts = Counter(t["verdict"] for t in doc["trials"])
@@ -89,7 +91,7 @@ def test_the_mcp_agent_holds_the_whole_matrix(
     require(request.config, MCP)
     out = scratch / "out"
     done = run(
-        ["-c", config(MCP), "-j", "2", "--fail-on-warning", "--out", str(out)],
+        ["-c", config(MCP), "-j", MATRIX_JOBS, "--fail-on-warning", "--out", str(out)],
         scratch,
         timeout_s=MCP_MATRIX_TIMEOUT_S,
     )
