@@ -22,6 +22,10 @@ from typing import Any
 from fake_providers.models import HOLD_ACTIONS, Fault
 from fake_providers.problems import Problem
 
+#: Who can let a held request go (``Hold.released_by``): a release call, its deadline,
+#: the provider's hold limit, or a reset (reset, wipe or shutdown).
+RELEASED_BY = ("harness", "deadline", "hold_max", "reset")
+
 
 @dataclass
 class Hold:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from fake_providers.control import MAX_POLL_S
+from fake_providers.faults import RELEASED_BY
 from fake_providers.identity import HEADER as IDENTITY_HEADER
 from fake_providers.identity import STATES as IDENTITY_STATES
 from fake_providers.models import ACTIONS, ARRIVAL_KINDS, KINDS, OUTCOMES
@@ -542,8 +543,9 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
             "t_mono": number,
             # When the provider lets it go by itself (monotonic; null: no deadline).
             "release_by": _nullable("number"),
-            # Null while held; "deadline" when that deadline came before the wait did.
-            "released_by": {"type": ["string", "null"], "enum": ["deadline", None]},
+            # Null while held; "deadline" when that deadline came before the wait did (or
+            # whoever let it go while the answer was being written).
+            "released_by": {"type": ["string", "null"], "enum": [*RELEASED_BY, None]},
         }
     )
     fault = _object(
@@ -715,10 +717,7 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
                 "action": text,
                 "job_id": opt_text,
                 "outcome": {"type": "string", "enum": ["commit", "drop"]},
-                "released_by": {
-                    "type": "string",
-                    "enum": ["harness", "deadline", "hold_max", "reset"],
-                },
+                "released_by": {"type": "string", "enum": list(RELEASED_BY)},
                 "t_mono": number,
                 "t_wall": number,
             }
