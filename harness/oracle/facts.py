@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from fake_providers.models import Arrival, Effect
 from harness.contract.vocabulary import EventKind
 from harness.history import MADE_FROM, Event
-from harness.oracle.interrupted import cut_short
 from harness.oracle.loading import Loader
 
 _arrival = Loader(Arrival)
@@ -129,9 +128,6 @@ class Record:
     #: the index of the event that recorded them (see :data:`TOOLS_EVENT`).
     tools: Mapping[tuple[str, str], Mapping[str, bool]] = field(default_factory=dict)
     tools_index: Mapping[str, int] = field(default_factory=dict)
-    #: Job -> its attempts a kill or stop cut short before it was attempted again
-    #: (:mod:`harness.oracle.interrupted`): retries the harness forced.
-    cut_short: Mapping[str, int] = field(default_factory=dict)
     #: Worker -> the consumer it works for, for the workers of a second consumer (a job
     #: delivered twice, each consumer with a ledger of its own), from the supervisor's
     #: note that names a worker and its consumer.
@@ -314,9 +310,6 @@ def read(events: Sequence[Event]) -> Record:
         tools=tools,
         tools_index=tools_index,
         job_identities=identities,
-        # Only a signal cuts an attempt short: a history without one (a long soak run)
-        # is not walked again for it.
-        cut_short=dict(cut_short(events)) if signals else {},
         consumer_of=consumer_of,
         restores_at=tuple(restores),
     )

@@ -120,11 +120,14 @@ def stable_key_and_payload(record: Record, facts: TrialFacts) -> list[Violation]
 
 
 def bounded_retries(record: Record, facts: TrialFacts) -> list[Violation]:
-    """6. Attempts never exceed the maximum the target declares; without one, retries stop.
+    """6. Writes never exceed the maximum the target declares; without one, retries stop.
 
-    Writes are counted at the provider and held to the maximum as they are. A job's
-    attempts as the target counts them are held to it plus the attempts a kill or stop
-    cut short before the job was claimed again (:mod:`harness.oracle.interrupted`).
+    Only writes count, and only as the provider received them: its log is the ground
+    truth. Lookups, claims that wrote nothing and the worker's own attempt counter are
+    context, never evidence of a retry: a worker that counts claims counts every
+    reconcile of an unknown outcome too, which is exactly what it should do, and a
+    claim-counting worker was flagged for it (the job's counter now rides along in a
+    writes violation's evidence instead).
 
     With no declared maximum there is no figure to hold writes to (the reference
     worker's would be borrowed, and a correct worker with a larger cap would fail), so
@@ -158,23 +161,10 @@ def bounded_retries(record: Record, facts: TrialFacts) -> list[Violation]:
                         f"the maximum is {limit}",
                         record,
                         arrivals=writes,
+                        # The worker's own count, as context beside the provider's.
+                        ledger=[j for j in facts.job_states or () if j.job_id == job] or None,
                     )
                 )
-    for j in facts.job_states or ():
-        # A worker that counts claims counts the ones a fault ended too: those retries
-        # were the harness's, and a write-capped worker rightly makes them.
-        forced = record.cut_short.get(j.job_id, 0)
-        if j.attempts is not None and j.attempts > limit + forced:
-            also = f", besides {forced} the harness cut short" if forced else ""
-            out.append(
-                violation(
-                    "bounded_retries",
-                    j.job_id,
-                    f"{j.job_id} ran {j.attempts} attempts; the maximum is {limit}{also}",
-                    record,
-                    ledger=[j],
-                )
-            )
     return out
 
 

@@ -294,64 +294,28 @@ def test_too_many_writes_break_bounded_retries() -> None:
     assert run(writes[:3], max_attempts=3, quiescent=False) == set()
 
 
-def test_too_many_ledger_attempts_break_bounded_retries() -> None:
-    assert run([write(1.0)], ledger=[done(attempts=4)]) == {"bounded_retries"}
-    assert run([write(1.0)], ledger=[done(attempts=3)]) == set()
+def test_the_workers_own_attempt_count_is_context_not_evidence() -> None:
+    # A worker that counts claims reconciled an unknown write six times (its lookups
+    # found the provider down) and sent the job to review: one write reached the
+    # provider, so a cap of 6 writes held, whatever its counter says (7 claims).
+    reconciled = done(attempts=7, delivery_state="dead_lettered", needs_review=True)
+    lookups = [lookup(1.5 + i, status=503) for i in range(6)]
+    assert run([write(1.0), *lookups], ledger=[reconciled], max_attempts=6) == set()
+    # Six failed writes within the cap and a seventh claim that wrote nothing: held.
+    failing = [write(float(i), status=503, committed=False) for i in range(6)]
+    assert run(failing, ledger=[done(attempts=7)], max_attempts=6, quiescent=False) == set()
 
 
-def point(t: float, worker: str, attempt: int, name: str, job: str = "j-1") -> Event:
-    return Event(t, f"worker:{worker}", "failpoint", job, attempt, {"point": name})
-
-
-def sig(t: float, worker: str, name: str = "SIGKILL") -> Event:
-    return Event(t, "supervisor", "signal", fields={"worker": worker, "signal": name})
-
-
-def killed_before_call(t: float, worker: str, attempt: int) -> list[Event]:
-    """An attempt killed while held at before_external_call: it sent nothing."""
-    return [
-        point(t, worker, attempt, "after_claim"),
-        point(t + 0.01, worker, attempt, "before_external_call"),
-        sig(t + 0.02, worker),
-    ]
-
-
-def finished(t: float, worker: str, attempt: int) -> list[Event]:
-    names = ("after_claim", "before_external_call", "after_external_call", "after_local_write")
-    return [point(t + i / 100, worker, attempt, n) for i, n in enumerate(names)]
-
-
-def test_attempts_the_harness_cut_short_are_not_the_workers_retries() -> None:
-    # Killed at before_external_call three times, then one write: a worker that counts
-    # claims says 4 attempts, a cap of 3 writes kept (the node example under explore).
-    kills = [e for i in range(3) for e in killed_before_call(float(i), f"w{i + 1}", i + 1)]
-    ok = finished(3.0, "w4", 4)
-    assert run([write(3.02)], *kills, *ok, ledger=[done(attempts=4)]) == set()
-    # Each forced retry is allowed on top of the cap, and no more.
-    assert run([write(3.02)], *kills, *ok, ledger=[done(attempts=6)]) == set()
-    found = check(history([write(3.02)], *kills, *ok), facts(job_states=[done(attempts=7)]))
-    assert [v.message for v in found] == [
-        "j-1 ran 7 attempts; the maximum is 3, besides 3 the harness cut short"
-    ]
-    # Without the kills the same count is a violation, as before.
-    assert run([write(3.02)], *ok, ledger=[done(attempts=4)]) == {"bounded_retries"}
-
-
-def test_only_a_signal_inside_an_attempt_that_came_again_counts() -> None:
-    ok = finished(0.0, "w1", 1)
-    # A kill after the attempt ended, and one the job never came back from: no allowance.
-    late = [sig(0.5, "w1"), *killed_before_call(1.0, "w2", 2)]
-    assert run([write(0.02)], *ok, *late, ledger=[done(attempts=4)], max_attempts=3) == {
-        "bounded_retries"
-    }
-    # A stop and its thaw cut one attempt short, once; SIGCONT itself cuts nothing.
-    stopped = [point(0.0, "w1", 1, "before_external_call"), sig(0.1, "w1", "SIGSTOP")]
-    thawed = [sig(0.2, "w1", "SIGCONT"), sig(0.3, "w1", "SIGSTOP"), *finished(1.0, "w2", 2)]
-    events = [*stopped, *thawed]
-    assert run([write(1.02)], *events, ledger=[done(attempts=2)], max_attempts=1) == set()
-    assert run([write(1.02)], *events, ledger=[done(attempts=3)], max_attempts=1) == {
-        "bounded_retries"
-    }
+def test_a_writes_violation_shows_the_workers_count_beside_the_providers() -> None:
+    writes = [write(float(i), status=503, committed=False) for i in range(4)]
+    found = check(history(writes), facts(job_states=[done(attempts=4)], quiescent=False))
+    (v,) = found
+    assert v.message == "4 writes for j-1 reached svc; the maximum is 3"
+    assert [row["attempts"] for row in v.evidence["ledger"]] == [4]
+    assert len(v.evidence["arrivals"]) == 4
+    # Without a ledger the evidence names the writes alone.
+    (bare,) = check(history(writes), facts(quiescent=False))
+    assert "ledger" not in bare.evidence
 
 
 def test_no_declared_maximum_bounds_nothing() -> None:
