@@ -29,6 +29,7 @@ from fake_providers.messages import (
 )
 from fake_providers.models import DENIED, KINDS
 from fake_providers.openapi import describe
+from fake_providers.personas import Parsed, Persona, persona_for
 from fake_providers.problems import PROBLEM_TYPE, Problem
 from fake_providers.seal import SECRET_HEADER, authorized, is_sealed
 from fake_providers.store import ArrivalIn, Store
@@ -50,13 +51,15 @@ class _Write:
     """A write after parsing: the fields every arrival records."""
 
     arrival_id: int
-    body: dict[str, Any]
+    parsed: Parsed
     job_id: str | None
     key: str | None
     marker: str | None
     fingerprint: str
     #: The commit already recorded the final status: saves one fsync per write.
     finished: bool = False
+    #: Headers a persona's answer to the commit carries (X-Message-Id, Request-Id).
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 class ProviderApp:
@@ -73,6 +76,10 @@ class ProviderApp:
         tool_hints: Mapping[str, bool] | None = None,
         server: tuple[str, int] = ("127.0.0.1", 0),
     ) -> None:
+        #: The wire format in front of the kind, when ``kind`` names a persona (stripe, ...).
+        self.persona: Persona | None = persona_for(kind)
+        if self.persona is not None:
+            kind = self.persona.kind
         if kind not in KINDS:
             raise ValueError(f"provider kind={kind!r} is unknown; use one of {', '.join(KINDS)}")
         if transport not in TRANSPORTS:
@@ -114,9 +121,11 @@ class ProviderApp:
 
     def wants_peer_pid(self, path: str, headers: Mapping[str, str]) -> bool:
         """Whether this request's sender is worth a /proc scan: workers, never the harness."""
-        return path.startswith(("/v1/", MCP_PATH)) or (
-            is_sealed(path) and not authorized(headers, self.secret)
-        )
+        if is_sealed(path):
+            return not authorized(headers, self.secret)
+        if self.persona is not None:
+            return path != "/openapi.json"  # a vendor's paths are anywhere
+        return path.startswith(("/v1/", MCP_PATH))
 
     # -- routing --------------------------------------------------------------------
 
@@ -126,23 +135,25 @@ class ProviderApp:
         try:
             return self._route(req, path, query, url.query.encode("latin-1", "replace"))
         except Problem as p:
-            return Reply.problem(p, instance=path)
+            return self.error(p, path)
         except Exception as exc:  # the fake must never answer a bare 500
-            return Reply.problem(
-                Problem(500, f"provider bug: {type(exc).__name__}: {exc}"), instance=path
-            )
+            bug = Problem(500, f"provider bug: {type(exc).__name__}: {exc}", code="provider_bug")
+            return self.error(bug, path)
+
+    def error(self, p: Problem, path: str) -> Reply:
+        """``p`` as this provider answers it: a problem document, or the persona's envelope
+        (never on the sealed control and oracle APIs, which are the harness's own)."""
+        if self.persona is None or is_sealed(path):
+            return Reply.problem(p, instance=path)
+        return self.persona.error(p, path=path)
 
     def _route(
         self, req: Request, path: str, query: dict[str, list[str]], query_raw: bytes = b""
     ) -> Reply:
         if is_sealed(path) and not authorized(req.headers, self.secret):
             self._deny(req, path)
-        routes: dict[str, dict[str, Callable[[], Reply]]] = {
+        routes: dict[str, Mapping[str, Callable[[], Reply]]] = {
             "/openapi.json": {"GET": lambda: Reply.json(200, self._description)},
-            self.write_path: {
-                "POST": lambda: self._write(req, path),
-                "GET": lambda: self._lookup(req, path, query),
-            },
             "/_oracle/arrivals": {
                 "GET": lambda: Reply.json(200, self.store.arrivals(after=_after(query)))
             },
@@ -151,11 +162,19 @@ class ProviderApp:
             "/_oracle/tools": {"GET": lambda: Reply.json(200, [t.to_json() for t in self.tools])},
             MCP_PATH: {m: lambda: self._mcp(req, query_raw) for m in ("POST", "GET", "DELETE")},
         }
+        if self.persona is None:
+            routes[self.write_path] = {
+                "POST": lambda: self._write(req, path),
+                "GET": lambda: self._lookup(req, path, query),
+            }
         methods = routes.get(path)
+        if methods is None and self.persona is not None and not is_sealed(path):
+            methods = self.persona.routes(self, req, path, query)
         if methods is None and path.startswith("/_control/"):
             methods = self.control.routes(req, path, query)
         if methods is None:
-            raise Problem(404, f"no route {path!r} on a {self.kind} provider")
+            of = self.persona.name if self.persona is not None else self.kind
+            raise Problem(404, f"no route {path!r} on a {of} provider", code="not_found")
         action = methods.get(req.method)
         if action is None:
             allowed = ", ".join(methods)
@@ -163,6 +182,7 @@ class ProviderApp:
                 405,
                 f"{req.method} is not allowed on {path}; allowed: {allowed}",
                 headers=(("Allow", allowed),),
+                code="method_not_allowed",
             )
         return action()
 
@@ -213,9 +233,17 @@ class ProviderApp:
             return Reply.problem(p, instance=path)
 
     def _write(self, req: Request, path: str) -> Reply:
-        w = self._parse_write(req, path)
+        return self.write(req, path, self._parse_json_write(req))
+
+    def write(self, req: Request, path: str, parsed: Parsed | Problem) -> Reply:
+        """Record a write read off the wire (by the kind's own API or a persona's), then
+        fault, key-check and commit it; errors come back as replies in the wire's shape."""
+        try:
+            w = self._record_write(req, path, parsed)
+        except Problem as p:
+            return self.error(p, path)
         delay = self.board.take(("delay_response",), job=w.job_id, key=w.key, marker=w.marker)
-        reply, fault = self._execute(w)
+        reply, fault = self._execute(w, path)
         if delay is not None and not reply.drop:
             self._sleep(delay.fault.delay_s)
             fault = fault or "delay_response"
@@ -224,18 +252,41 @@ class ProviderApp:
         self.store.finish_arrival(
             w.arrival_id,
             status=None if reply.drop else reply.status,
-            replayed=any(h == ("Idempotent-Replayed", "true") for h in reply.headers),
+            replayed=self._replay_header in reply.headers,
             fault=fault,
         )
         return reply
 
-    def _parse_write(self, req: Request, path: str) -> _Write:
+    @property
+    def _replay_header(self) -> tuple[str, str] | None:
+        if self.persona is not None:
+            return self.persona.replay_header
+        return ("Idempotent-Replayed", "true")
+
+    def _parse_json_write(self, req: Request) -> Parsed | Problem:
+        """A write to the kind's own API: a JSON object carrying ``job_id``."""
         parsed = _parse_body(req)
-        body = parsed if isinstance(parsed, dict) else None
-        job_id = _str_field(body, "job_id")
-        marker = _str_field(body, MARKER_FIELD)
-        key = req.headers.get("idempotency-key") if self.kind == "idempotent" else None
-        fp = fingerprint(body, kind=self.kind) if body is not None else None
+        if isinstance(parsed, Problem):
+            return parsed
+        return Parsed(
+            payload={k: v for k, v in parsed.items() if k != MARKER_FIELD}
+            if self.kind != "idempotent"
+            else parsed,
+            job_id=_str_field(parsed, "job_id"),
+            key=req.headers.get("idempotency-key") if self.kind == "idempotent" else None,
+            marker=_str_field(parsed, MARKER_FIELD),
+            extra={"body": parsed},
+        )
+
+    def _record_write(self, req: Request, path: str, parsed: Parsed | Problem) -> _Write:
+        p = parsed if isinstance(parsed, Parsed) else None
+        body = p.payload if p is not None else None
+        job_id = p.job_id if p is not None else None
+        marker = p.marker if p is not None else None
+        key = (p.key or None) if p is not None and self.kind == "idempotent" else None
+        # The payload holds no marker (the persona's or _parse_json_write's doing), so one
+        # fingerprint serves every kind.
+        fp = fingerprint(body, kind="idempotent") if body is not None else None
         arrival_id = self.store.record_arrival(
             ArrivalIn(
                 kind="write",
@@ -259,26 +310,40 @@ class ProviderApp:
             raise
         problem = parsed if isinstance(parsed, Problem) else None
         if problem is None and self.kind == "idempotent" and not key:
-            problem = Problem(400, "Idempotency-Key header is missing; send one per logical job")
-        if problem is None and self.kind != "idempotent" and marker is None:
+            problem = Problem(
+                400,
+                "Idempotency-Key header is missing; send one per logical job",
+                code="missing_key",
+            )
+        if problem is None and self.kind == "plain" and marker is None:
             problem = Problem(
                 422, f"body.{MARKER_FIELD} is missing or not a string; the worker must choose one"
             )
-        if problem is not None or body is None or fp is None:
+        if (
+            problem is None
+            and self.persona is None
+            and self.kind == "unqueryable"
+            and marker is None
+        ):
+            problem = Problem(
+                422, f"body.{MARKER_FIELD} is missing or not a string; the worker must choose one"
+            )
+        if problem is not None or p is None or body is None or fp is None:
             problem = problem or Problem(400, "body is missing; send a JSON object")
             self.store.finish_arrival(arrival_id, status=problem.status)
             raise problem
-        return _Write(arrival_id, body, job_id, key, marker, fp)
+        return _Write(arrival_id, p, job_id, key, marker, fp)
 
-    def _execute(self, w: _Write) -> tuple[Reply, str | None]:
+    def _execute(self, w: _Write, path: str) -> tuple[Reply, str | None]:
         """Run a parsed write; returns the reply and the fault that acted on it."""
         failing = self.board.take(("fail_before_commit",), job=w.job_id, key=w.key, marker=w.marker)
         if failing is not None:
             p = Problem(
                 failing.fault.status,
                 f"injected failure before commit (fault {failing.id}); nothing was committed",
+                code="injected_failure",
             )
-            return Reply.problem(p, instance=self.write_path), "fail_before_commit"
+            return self.error(p, path), "fail_before_commit"
         if w.key is not None:
             decision = self.store.reserve_key(w.key, w.fingerprint)
             if decision.outcome == "mismatch":
@@ -286,36 +351,44 @@ class ProviderApp:
                     422,
                     f"Idempotency-Key {w.key!r} was first used with a different payload; "
                     f"send the original payload or a new key",
+                    code="key_mismatch",
                 )
-                return Reply.problem(p, instance=self.write_path), None
+                return self.error(p, path), None
             if decision.outcome == "in_flight":
                 p = Problem(
                     409,
                     f"a request with Idempotency-Key {w.key!r} is still in flight; "
                     f"retry later or look it up",
+                    code="key_in_flight",
                 )
-                return Reply.problem(p, instance=self.write_path), None
+                return self.error(p, path), None
             if decision.outcome == "replay":
+                replay = self._replay_header
                 return (
                     Reply(
                         decision.status,
                         decision.body,
-                        _stored_type(decision.status),
-                        (("Idempotent-Replayed", "true"),),
+                        self._stored_type(decision.status),
+                        (replay,) if replay is not None else (),
                     ),
                     None,
                 )
             if w.job_id is None:
                 # Execution began and failed on business validation: store the error so a
                 # retry under the same key replays it, as the IETF draft allows.
-                p = Problem(422, "body.job_id is missing or not a string; send the job's id")
-                body = p.body(instance=self.write_path)
-                self.store.complete_key(w.key, p.status, body)
-                return Reply(p.status, body, PROBLEM_TYPE), None
+                stored = self.error(self._no_job(), path)
+                self.store.complete_key(w.key, stored.status, stored.body)
+                return stored, None
         elif w.job_id is None:
-            p = Problem(422, "body.job_id is missing or not a string; send the job's id")
-            return Reply.problem(p, instance=self.write_path), None
+            return self.error(self._no_job(), path), None
         return self._commit_path(w)
+
+    def _no_job(self) -> Problem:
+        where = "body.job_id" if self.persona is None else "the job's id"
+        return Problem(422, f"{where} is missing or not a string; send the job's id")
+
+    def _stored_type(self, status: int) -> str:
+        return JSON_TYPE if status < 400 or self.persona is not None else PROBLEM_TYPE
 
     def _commit_path(self, w: _Write) -> tuple[Reply, str | None]:
         try:
@@ -344,7 +417,8 @@ class ProviderApp:
             fingerprint=w.fingerprint,
             key=w.key,
             marker=w.marker,
-            respond=self._created,
+            respond=self._respond(w),
+            keep=self._keep(w),
         )
         if (
             armed is not None
@@ -355,7 +429,30 @@ class ProviderApp:
         if action == "drop_after_commit":
             return DROP, action
         w.finished = action is None
-        return Reply(status, body), action
+        return Reply(status, body, headers=w.headers), action
+
+    def _respond(self, w: _Write) -> Callable[[dict[str, Any]], tuple[int, bytes]]:
+        persona = self.persona
+        if persona is None:
+            return self._created
+
+        def respond(effect: dict[str, Any]) -> tuple[int, bytes]:
+            made = persona.created(w.parsed, effect)
+            w.headers = made.headers
+            return made.status, made.body
+
+        return respond
+
+    def _keep(self, w: _Write) -> Callable[[dict[str, Any]], tuple[str, str, str]] | None:
+        persona = self.persona
+        if persona is None:
+            return None
+
+        def keep(effect: dict[str, Any]) -> tuple[str, str, str]:
+            made = persona.created(w.parsed, effect)
+            return made.object_id, w.parsed.resource, json.dumps(made.obj, separators=(",", ":"))
+
+        return keep
 
     def _created(self, effect: dict[str, Any]) -> tuple[int, bytes]:
         doc = {
@@ -430,11 +527,59 @@ class ProviderApp:
         self.store.finish_arrival(arrival_id, status=reply.status, fault=fault)
         return reply
 
+    def lookup(
+        self,
+        req: Request,
+        path: str,
+        *,
+        job_id: str | None,
+        key: str | None = None,
+        marker: str | None = None,
+        answer: Callable[[], Reply],
+    ) -> Reply:
+        """A persona's lookup (a retrieve, a list, a search): recorded as an arrival of
+        kind ``lookup`` for ``job_id``, refused under a bad identity, failed by an armed
+        ``fail_lookup``, otherwise ``answer()`` (which may raise a Problem)."""
+        arrival_id = self.store.record_arrival(
+            ArrivalIn(
+                kind="lookup",
+                method=req.method,
+                path=path,
+                job_id=job_id,
+                idempotency_key=key,
+                client_marker=marker,
+                fencing_token=req.headers.get("x-fencing-token"),
+                worker_id=req.headers.get("x-worker-id"),
+                peer_pid=req.peer_pid,
+                identity=_identity(req),
+            )
+        )
+        fault: str | None = None
+        try:
+            self.identities.check(_identity(req))
+            failing = self.board.take(("fail_lookup",), job=job_id, key=key, marker=marker)
+            if failing is not None:
+                fault = "fail_lookup"
+                raise Problem(
+                    failing.fault.status,
+                    f"injected lookup failure (fault {failing.id}); retry later",
+                    code="injected_failure",
+                )
+            reply = answer()
+        except Problem as p:
+            reply = self.error(p, path)
+        self.store.finish_arrival(arrival_id, status=reply.status, fault=fault)
+        return reply
+
     def _answer_lookup(
         self, param: str, value: str | None, job_id: str | None
     ) -> tuple[Reply, str | None]:
         if self.kind == "unqueryable":
-            raise Problem(501, "this provider cannot look up past sends; treat unknowns as review")
+            raise Problem(
+                501,
+                "this provider cannot look up past sends; treat unknowns as review",
+                code="no_lookup",
+            )
         if not value:
             raise Problem(400, f"query parameter {param!r} is missing; pass ?{param}=...")
         key = value if param == "idempotency_key" else None
@@ -442,13 +587,19 @@ class ProviderApp:
         failing = self.board.take(("fail_lookup",), job=job_id, key=key, marker=marker)
         if failing is not None:
             p = Problem(
-                failing.fault.status, f"injected lookup failure (fault {failing.id}); retry later"
+                failing.fault.status,
+                f"injected lookup failure (fault {failing.id}); retry later",
+                code="injected_failure",
             )
             return Reply.problem(p, instance=self.write_path), "fail_lookup"
         if key is not None:
             state = self.store.key_state(key)
             if state is None:
-                raise Problem(404, f"no request with Idempotency-Key {key!r} (or it expired)")
+                raise Problem(
+                    404,
+                    f"no request with Idempotency-Key {key!r} (or it expired)",
+                    code="not_found",
+                )
             response = None
             if state.state == "completed" and state.body is not None:
                 response = {"status": state.status, "body": json.loads(state.body)}
@@ -487,10 +638,6 @@ def _identity(req: Request) -> str | None:
 def _str_field(body: dict[str, Any] | None, name: str) -> str | None:
     value = body.get(name) if body is not None else None
     return value if isinstance(value, str) else None
-
-
-def _stored_type(status: int) -> str:
-    return JSON_TYPE if status < 400 else PROBLEM_TYPE
 
 
 __all__ = ["MAX_BODY_BYTES", "ProviderApp", "Reply", "Request"]

@@ -11,10 +11,16 @@ import click
 
 from fake_providers.models import KINDS
 from fake_providers.tools import TRANSPORTS
+from harness.contract.vocabulary import PERSONA_KINDS
 
 
 @click.command("serve")
-@click.option("--kind", type=click.Choice(KINDS), required=True, help="Provider behaviour.")
+@click.option(
+    "--kind",
+    type=click.Choice((*KINDS, *PERSONA_KINDS)),
+    required=True,
+    help="Provider behaviour: a kind, or a persona (a real API's wire format over one).",
+)
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),

@@ -57,6 +57,7 @@ class IdentityBoard:
                 401,
                 f"the session of identity {identity!r} has expired; nothing was done. Log in "
                 "again and verify the identity before acting under it",
+                code="session_expired",
             )
         if state == "changed":
             assert acts_as is not None
@@ -65,6 +66,7 @@ class IdentityBoard:
                 f"the profile of identity {identity!r} now acts as {acts_as!r}; nothing was "
                 "done. Acting now would act as another identity",
                 headers=((HEADER, acts_as),),
+                code="identity_changed",
             )
 
     def snapshot(self) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from fake_providers.seal import make_secret
 from fake_providers.tools import TRANSPORTS
 from harness.contract.env import provider_env_var
 from harness.contract.errors import ProviderError
+from harness.contract.vocabulary import PERSONA_KINDS
 
 _live: set[ProviderProcess] = set()
 #: How long an MCP provider may take to be ready: it loads the SDK first (LOAD_TIMEOUT_S).
@@ -334,8 +335,9 @@ def start_provider(
     ``forks``: fork it warm from that fork server (a pool's), launching it only if the
     fork server cannot.
     """
-    if kind not in KINDS:
-        raise ProviderError(f"provider kind={kind!r} is unknown; use one of {', '.join(KINDS)}")
+    if kind not in KINDS and kind not in PERSONA_KINDS:
+        known = ", ".join((*KINDS, *PERSONA_KINDS))
+        raise ProviderError(f"provider kind={kind!r} is unknown; use one of {known}")
     if transport not in TRANSPORTS:
         raise ProviderError(
             f"provider transport={transport!r} is unknown; use one of {', '.join(TRANSPORTS)}"

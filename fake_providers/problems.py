@@ -1,4 +1,10 @@
-"""RFC 9457 ``application/problem+json`` errors, the only error shape a provider sends."""
+"""RFC 9457 ``application/problem+json`` errors: the shape a provider's own API sends.
+
+A persona (``fake_providers.personas``) sends the same errors in its vendor's envelope,
+so each carries a ``code`` saying what went wrong, not only the status: a 422 for a
+key reused with another payload and a 422 for a missing field are different errors
+in every vendor's API.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,21 @@ import json
 from http import HTTPStatus
 
 PROBLEM_TYPE = "application/problem+json"
+
+#: What went wrong, for personas: each maps these onto its vendor's errors.
+CODES = (
+    "invalid_request",  # malformed or missing input (400, 415, 422)
+    "missing_key",  # an idempotent write without its key (400)
+    "key_in_flight",  # the same key is still being handled (409)
+    "key_mismatch",  # the same key with another payload (422)
+    "injected_failure",  # fail_before_commit or fail_lookup (a 5xx)
+    "session_expired",  # an identity fault: 401
+    "identity_changed",  # an identity fault: 403
+    "not_found",  # no such route, object or key (404)
+    "method_not_allowed",  # 405
+    "no_lookup",  # an unqueryable provider asked to look up (501)
+    "provider_bug",  # 500: never on purpose
+)
 
 
 class Problem(Exception):
@@ -18,6 +39,7 @@ class Problem(Exception):
         *,
         title: str | None = None,
         headers: tuple[tuple[str, str], ...] = (),
+        code: str = "invalid_request",
     ) -> None:
         super().__init__(detail)
         self.status = status
@@ -25,6 +47,8 @@ class Problem(Exception):
         self.title = title or _phrase(status)
         #: Response headers the status calls for (``Allow`` on a 405, RFC 9110).
         self.headers = headers
+        #: One of :data:`CODES`: what a persona reads to pick the vendor's error.
+        self.code = code
 
     def body(self, *, instance: str | None = None) -> bytes:
         return problem_body(self.status, self.detail, title=self.title, instance=instance)

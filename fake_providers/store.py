@@ -71,6 +71,17 @@ CREATE TABLE IF NOT EXISTS releases (
     t_mono REAL NOT NULL,
     t_wall REAL NOT NULL
 );
+-- What a persona's committed write created, in the vendor's shape: what a retrieve,
+-- a list or a search returns. One per effect, written in the effect's transaction.
+CREATE TABLE IF NOT EXISTS objects (
+    effect_id INTEGER PRIMARY KEY,
+    object_id TEXT NOT NULL UNIQUE,
+    resource TEXT NOT NULL,
+    job_id TEXT,
+    client_marker TEXT,
+    body TEXT NOT NULL,
+    t_wall REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     key TEXT PRIMARY KEY,
     fingerprint TEXT NOT NULL,
@@ -181,7 +192,7 @@ class Store:
         with self._bookkeeping():
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                for table in ("arrivals", "effects", "idempotency_keys", "releases"):
+                for table in ("arrivals", "effects", "idempotency_keys", "releases", "objects"):
                     self._db.execute(f"DELETE FROM {table}")
                 # AUTOINCREMENT keeps its high-water marks here; a fresh file has none.
                 self._db.execute("DELETE FROM sqlite_sequence")
@@ -284,11 +295,14 @@ class Store:
         key: str | None = None,
         marker: str | None = None,
         respond: Callable[[dict[str, Any]], tuple[int, bytes]],
+        keep: Callable[[dict[str, Any]], tuple[str, str, str]] | None = None,
     ) -> tuple[int, int, bytes]:
         """Insert the effect, complete its key and mark its arrival, in one transaction.
 
         ``respond`` builds the response from the new effect row, so the stored (and
-        later replayed) bytes are exactly the ones sent. Returns (effect_id, status, body).
+        later replayed) bytes are exactly the ones sent. ``keep`` (a persona's) gives the
+        vendor object the write created, ``(object_id, resource, json)``, stored with the
+        effect. Returns (effect_id, status, body).
         """
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -313,6 +327,13 @@ class Store:
                     "external_id": external_id(self.provider, effect_id),
                 }
                 status, body = respond(row)
+                if keep is not None:
+                    object_id, resource, doc = keep(row)
+                    self._db.execute(
+                        "INSERT INTO objects (effect_id, object_id, resource, job_id,"
+                        " client_marker, body, t_wall) VALUES (?,?,?,?,?,?,?)",
+                        (effect_id, object_id, resource, job_id, marker, doc, t_wall),
+                    )
                 if key is not None:
                     self._db.execute(
                         "UPDATE idempotency_keys SET state = 'completed', status = ?, body = ?,"
@@ -344,6 +365,34 @@ class Store:
         for e in out:
             e["external_id"] = external_id(e["provider"], e["id"])
         return out
+
+    def objects(
+        self,
+        *,
+        resource: str | None = None,
+        object_id: str | None = None,
+        job_id: str | None = None,
+        marker: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """A persona's stored objects, oldest first, narrowed by whatever is given: each
+        ``{"object_id", "resource", "job_id", "client_marker", "body", "t_wall",
+        "effect_id"}`` with ``body`` the vendor object as JSON text."""
+        where, args = [], []
+        for column, value in (
+            ("resource", resource),
+            ("object_id", object_id),
+            ("job_id", job_id),
+            ("client_marker", marker),
+        ):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        sql = "SELECT effect_id, object_id, resource, job_id, client_marker, body, t_wall"
+        sql += " FROM objects" + (" WHERE " + " AND ".join(where) if where else "")
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY effect_id", args)
+            names = [d[0] for d in rows.description]
+            return [dict(zip(names, r, strict=True)) for r in rows.fetchall()]
 
     # -- held requests let go ---------------------------------------------------------
 

@@ -34,6 +34,19 @@ LIVENESS = frozenset({"nothing_lost"})
 #: The fake providers' kinds (see fake_providers/README.md).
 PROVIDER_KINDS = ("idempotent", "plain", "unqueryable")
 
+#: Personas: real APIs' wire formats, each over the kind whose semantics it has
+#: (docs/providers.md). ``kind = "stripe"`` in crashpoint.toml is an idempotent provider
+#: that a Stripe SDK can be pointed at.
+PERSONA_KINDS = {
+    "stripe": "idempotent",
+    "slack": "plain",
+    "sendgrid": "unqueryable",
+    "resend": "idempotent",
+    "github": "plain",
+    # The model answers plans, never effects: its calls are recorded, nothing commits.
+    "openai": "plain",
+}
+
 
 class Verdict(StrEnum):
     """What a trial proved."""
