@@ -19,7 +19,7 @@ from harness.contract.vocabulary import PERSONA_KINDS
     "--kind",
     type=click.Choice((*KINDS, *PERSONA_KINDS)),
     required=True,
-    help="Provider behaviour: a kind, or a persona (a real API's wire format over one).",
+    help="A kind, or a persona (docs/providers.md).",
 )
 @click.option(
     "--port",
