@@ -112,9 +112,8 @@ def serve(
 ) -> None:
     """Serve one provider until SIGTERM; prints one JSON ready line with its URL.
 
-    The control and oracle APIs answer only requests carrying the secret in the
-    X-Crashpoint-Secret header. Unless --secret-stdin or --no-secret says otherwise, the
-    provider makes one and prints it in the ready line.
+    The control and oracle APIs need the secret (X-Crashpoint-Secret): made and printed
+    in the ready line unless --secret-stdin or --no-secret says otherwise.
     """
     from fake_providers.seal import make_secret, read_secret
     from fake_providers.server import build, is_loopback, serve_forever
