@@ -112,8 +112,8 @@ def serve(
 ) -> None:
     """Serve one provider until SIGTERM; prints one JSON ready line with its URL.
 
-    The control and oracle APIs need the secret (X-Crashpoint-Secret): made and printed
-    in the ready line unless --secret-stdin or --no-secret says otherwise.
+    The control and oracle APIs need its secret (X-Crashpoint-Secret), printed in
+    the ready line unless given by --secret-stdin (or dropped: --no-secret).
     """
     from fake_providers.seal import make_secret, read_secret
     from fake_providers.server import build, is_loopback, serve_forever
