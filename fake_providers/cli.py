@@ -18,8 +18,9 @@ from harness.contract.vocabulary import PERSONA_KINDS
 @click.option(
     "--kind",
     type=click.Choice((*KINDS, *PERSONA_KINDS)),
+    metavar="KIND",
     required=True,
-    help="A kind, or a persona (docs/providers.md).",
+    help=f"{'|'.join(KINDS)}, or a persona: {'|'.join(PERSONA_KINDS)}.",
 )
 @click.option(
     "--port",
