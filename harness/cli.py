@@ -222,9 +222,9 @@ def _target_options(f: click.decorators.FC) -> click.decorators.FC:
         ),
         click.option(
             "--target",
-            default="reference",
+            default=None,
             metavar="NAME",
-            help="The built-in worker, when there is no -c.",
+            help="reference: the built-in worker.  [default: ./crashpoint.toml, else it]",
         ),
         click.option(
             "--mutant",
@@ -254,7 +254,9 @@ def _target_options(f: click.decorators.FC) -> click.decorators.FC:
     help="Run the selection N times.",
 )
 @_matrix_options
-def run(config_path: Path | None, target: str, mutant: str | None, repeat: int, **kw: Any) -> None:
+def run(
+    config_path: Path | None, target: str | None, mutant: str | None, repeat: int, **kw: Any
+) -> None:
     """Run the injection matrix on a worker; write a report.
 
     Each cell (scenario x point x provider x signal) is one trial.
@@ -388,7 +390,7 @@ def replay(
     correct: bool,
     out: Path,
     config_path: Path | None,
-    target: str,
+    target: str | None,
     mutant: str | None,
 ) -> None:
     """Run stored trials or a saved schedule again; compare verdicts.
@@ -475,7 +477,7 @@ def replay(
     metavar="DSN",
     help="PostgreSQL for --ledger postgres.",
 )
-def explore(config_path: Path | None, target: str, mutant: str | None, **kw: Any) -> None:
+def explore(config_path: Path | None, target: str | None, mutant: str | None, **kw: Any) -> None:
     """Search fault schedules with Hypothesis; shrink what fails.
 
     Each schedule (jobs, workers, then faults at boundaries) is one real trial judged

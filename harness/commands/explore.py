@@ -5,6 +5,7 @@ regression test; flaky findings are kept apart with their reproduction rate."""
 
 from __future__ import annotations
 
+import os
 import random
 import shlex
 import time
@@ -48,13 +49,19 @@ class ExploreOptions:
     pg_dsn: str | None = None
 
 
+def _beside(config_path: Path, out: Path) -> str:
+    return os.path.relpath(config_path.resolve(), out.resolve())
+
+
 def explore_command(
-    opts: ExploreOptions, *, config_path: Path | None, target: str, mutant: str | None
+    opts: ExploreOptions, *, config_path: Path | None, target: str | None, mutant: str | None
 ) -> int:
     if opts.mode not in MODES:
         raise ConfigError(f"--mode {opts.mode!r} is unknown; use {' or '.join(MODES)}")
     confirm = Confirm.parse(opts.confirm)
-    resolved = resolve_target(config_path, target, mutant)
+    resolved = resolve_target(config_path, target, mutant, discover_in=Path.cwd())
+    console.print(resolved.headline(), markup=False, highlight=False, soft_wrap=True)
+    config_path = resolved.config_path
     seed = opts.seed if opts.seed is not None else random.randrange(2**31)
     config = trial_config(opts.lease_ttl_s or resolved.lease_ttl_s, opts.pg_dsn)
     kinds: tuple[str, ...] = ("idempotent", "plain")
@@ -71,7 +78,9 @@ def explore_command(
         max_attempts=resolved.max_attempts,
         network=opts.network,
         second_consumer=resolved.command is None,
-        target=resolved.doc["name"] if resolved.command is None else str(config_path),
+        # Relative to the findings' directory, where replay looks first: a finding replayed
+        # from another directory (or another checkout) still finds its target.
+        target=resolved.doc["name"] if config_path is None else _beside(config_path, opts.out),
         mutant=mutant,
     )
     flags = [*resolved.flags, "--seed", str(seed), "--budget", str(opts.budget)]

@@ -98,13 +98,20 @@ def _run_replay(args: list[str], out: Path) -> int:
         raise
 
 
+def _stored_target(stored: str, finding: Path) -> Path:
+    """A finding's target path: as explore stores it, relative to the finding's own
+    directory; a finding stored before that named it relative to where explore ran."""
+    beside = finding.resolve().parent / stored
+    return beside if beside.exists() or not Path(stored).exists() else Path(stored)
+
+
 def replay_schedule(
     path: Path,
     *,
     repeat: int,
     out: Path,
     config_path: Path | None,
-    target: str,
+    target: str | None,
     mutant: str | None,
     correct: bool = False,
 ) -> int:
@@ -128,8 +135,8 @@ def replay_schedule(
     if config_path is None and mutant is None and not correct:
         # The target it was found against: a reference mutant, or a crashpoint.toml.
         mutant = schedule.mutant
-        if schedule.target != "reference" and target == "reference":
-            config_path = Path(schedule.target)
+        if schedule.target != "reference" and target is None:
+            config_path = _stored_target(schedule.target, path)
     resolved = resolve_target(config_path, target, mutant)
     if resolved.declared is not None and all(k != schedule.provider for _, k in resolved.declared):
         raise ConfigError(

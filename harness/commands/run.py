@@ -7,7 +7,7 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
-from harness.commands.console import print_summary
+from harness.commands.console import console, print_summary
 from harness.commands.matrix import MatrixOptions, run_matrix, trial_config, worst
 from harness.commands.outputs import keep_run
 from harness.commands.target import resolve_target
@@ -20,11 +20,12 @@ def run_command(
     opts: MatrixOptions,
     *,
     config_path: Path | None,
-    target: str,
+    target: str | None,
     mutant: str | None,
     repeat: int = 1,
 ) -> int:
-    resolved = resolve_target(config_path, target, mutant)
+    resolved = resolve_target(config_path, target, mutant, discover_in=Path.cwd())
+    console.print(resolved.headline(), markup=False, highlight=False, soft_wrap=True)
     command = resolved.command
     target_doc = resolved.doc
     replay: list[str] = []

@@ -1,5 +1,11 @@
 """Which target a command aims at: ``-c crashpoint.toml``, or the reference worker with
-an optional ``--mutant``; checked once, the same way for run, explore and replay."""
+an optional ``--mutant``; checked once, the same way for run, explore and replay.
+
+With none of ``-c``, ``--target`` and ``--mutant``, ``run`` and ``explore`` look in the
+working directory as ``check-config`` and ``pytest --crashpoint`` do: a user who runs
+``crashpoint run`` beside their ``crashpoint.toml`` means their worker, and testing the
+built-in one instead, under their providers' names, with exit 0, told them nothing.
+"""
 
 from __future__ import annotations
 
@@ -21,9 +27,41 @@ class ResolvedTarget:
     declared: list[tuple[str, str]] | None
     lease_ttl_s: float | None
     max_attempts: int | None
+    #: The configuration file read, or None for the reference worker.
+    config_path: Path | None = None
+    #: Why this target: the terminal's first line says it.
+    source: str = ""
+
+    def headline(self) -> str:
+        """The run's first line: which target, from which file (or why the built-in one)."""
+        name = self.doc["name"]
+        if self.doc.get("mutant"):
+            name += f" with mutant {self.doc['mutant']}"
+        return f"target: {name} ({self.source})"
 
 
-def resolve_target(config_path: Path | None, target: str, mutant: str | None) -> ResolvedTarget:
+def resolve_target(
+    config_path: Path | None,
+    target: str | None,
+    mutant: str | None,
+    *,
+    discover_in: Path | None = None,
+) -> ResolvedTarget:
+    """The target named by the flags; with none of them and ``discover_in`` given, the
+    configuration found there (``crashpoint.toml``, then ``[tool.crashpoint]``), and
+    the reference worker only when nothing is declared there."""
+    source = "-c" if config_path is not None else "--target reference"
+    if config_path is None and target is None and mutant is None and discover_in is not None:
+        from harness.targets.config import find_declared
+
+        config_path = find_declared(discover_in)
+        source = (
+            "found here"
+            if config_path is not None
+            else f"built in: no crashpoint.toml or [tool.crashpoint] in {discover_in}"
+        )
+    elif mutant is not None and target is None:
+        source = "--mutant"
     if config_path is not None:
         from harness.targets.command import load_config
 
@@ -38,7 +76,10 @@ def resolve_target(config_path: Path | None, target: str, mutant: str | None) ->
             declared,
             command.lease_ttl_s,
             command.max_attempts,
+            config_path=config_path,
+            source=f"{config_path}, {source}" if source == "found here" else str(config_path),
         )
+    target = target or "reference"
     if target != "reference":
         raise ConfigError(f"--target {target!r} is unknown; use reference or -c crashpoint.toml")
     if mutant is not None:
@@ -52,4 +93,4 @@ def resolve_target(config_path: Path | None, target: str, mutant: str | None) ->
 
     flags = ["--mutant", mutant] if mutant else []
     doc = {"name": "reference", "kind": "reference", "mutant": mutant}
-    return ResolvedTarget(None, doc, flags, None, None, MAX_ATTEMPTS)
+    return ResolvedTarget(None, doc, flags, None, None, MAX_ATTEMPTS, source=source)

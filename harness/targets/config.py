@@ -266,8 +266,8 @@ def parse_status_line(text: str) -> JobStatus:
     )
 
 
-def find_config(directory: Path) -> Path:
-    """The configuration in ``directory``: ``crashpoint.toml`` first, then a
+def find_declared(directory: Path) -> Path | None:
+    """The configuration in ``directory``, or None: ``crashpoint.toml`` first, then a
     ``pyproject.toml`` that has a ``[tool.crashpoint]`` table."""
     own = directory / CONFIG_FILE
     if own.is_file():
@@ -277,6 +277,15 @@ def find_config(directory: Path) -> Path:
         tool = _read_toml(pyproject).get("tool")
         if isinstance(tool, dict) and "crashpoint" in tool:
             return pyproject
+    return None
+
+
+def find_config(directory: Path) -> Path:
+    """The configuration in ``directory`` (see :func:`find_declared`), or a ConfigError
+    saying how to make one."""
+    found = find_declared(directory)
+    if found is not None:
+        return found
     raise ConfigError(
         f"{directory}: no {CONFIG_FILE} and no [tool.crashpoint] table in {PYPROJECT}; "
         "run `crashpoint init` here or pass -c with the file"

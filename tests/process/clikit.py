@@ -30,14 +30,19 @@ def cli() -> list[str]:
 
 
 def run(
-    args: list[str], scratch: Path, *, timeout_s: float = CLI_TIMEOUT_S, command: str = "run"
+    args: list[str],
+    scratch: Path,
+    *,
+    timeout_s: float = CLI_TIMEOUT_S,
+    command: str = "run",
+    cwd: Path = ROOT,
 ) -> subprocess.CompletedProcess[str]:
-    """``crashpoint COMMAND ARGS`` (``run`` unless told) with trial directories under
-    ``scratch`` (TMPDIR)."""
+    """``crashpoint COMMAND ARGS`` (``run`` unless told) in ``cwd`` (the checkout unless
+    told), with trial directories under ``scratch`` (TMPDIR)."""
     env = {**os.environ, "TMPDIR": str(scratch)}
     return subprocess.run(
         [*cli(), command, *args],
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
