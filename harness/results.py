@@ -73,10 +73,13 @@ def exit_code(
     summary: Mapping[str, int], *, strict: bool, fail_on_warning: bool = False
 ) -> ExitCode:
     """0 all held; 1 a violation (or, with --fail-on-warning, a warning); 3 inconclusive
-    (or, with --strict, skipped)."""
+    (or, with --strict, skipped), and 3 when nothing held: a gate whose every cell was
+    skipped (or that ran none) tested nothing, and must not pass as if it had."""
     if summary[Verdict.VIOLATED] or (fail_on_warning and summary.get("warnings", 0)):
         return ExitCode.VIOLATED
     if summary[Verdict.INCONCLUSIVE] or (strict and summary[Verdict.SKIPPED]):
+        return ExitCode.INCONCLUSIVE
+    if not summary[Verdict.HELD]:
         return ExitCode.INCONCLUSIVE
     return ExitCode.HELD
 

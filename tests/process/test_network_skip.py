@@ -48,3 +48,13 @@ def test_hidden_toxiproxy_skips_network_cells_and_strict_fails(tmp_path: Path) -
 
     strict = crashpoint([*args, "--strict", "--out", str(tmp_path / "b")], cache=tmp_path / "cache")
     assert strict.returncode == 3, strict.stderr
+
+
+def test_a_run_whose_every_cell_was_skipped_is_no_pass(tmp_path: Path) -> None:
+    # It used to exit 0 without --strict: a gate that had tested nothing passed.
+    args = ["run", "--scenario", "reset_after_commit", "--provider", "plain", "--seed", "3"]
+    done = crashpoint([*args, "--out", str(tmp_path / "a")], cache=tmp_path / "cache")
+    assert done.returncode == 3, done.stderr
+    trials = json.loads((tmp_path / "a" / "results.json").read_text())["trials"]
+    assert trials
+    assert {t["verdict"] for t in trials} == {"skipped"}

@@ -108,6 +108,9 @@ def test_bad_selection_is_one_clear_config_error(kw: dict[str, Any], words: str)
         (["held", "inconclusive"], False, 3),
         (["held", "skipped"], False, 0),
         (["held", "skipped"], True, 3),
+        # Nothing held: nothing was tested, with or without --strict.
+        (["skipped", "skipped"], False, 3),
+        ([], False, 3),
     ],
 )
 def test_exit_codes(verdicts: list[str], strict: bool, code: int) -> None:
