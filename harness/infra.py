@@ -18,10 +18,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import bytecode, clock
+from harness import applicable, bytecode, clock
 from harness.backends.base import Backend
 from harness.contract.errors import InfrastructureError, ToxiproxyUnavailable
-from harness.drivers import driver_for, provider, restore
 from harness.history import History
 from harness.jobs import resolve_jobs
 from harness.plan import Cell
@@ -169,43 +168,15 @@ class RunInfra:
         return ReferenceAdapter.sqlite(state_dir=trial_dir)
 
     def skipped(self, cells: Sequence[Cell]) -> dict[str, str]:
+        """Cells this machine cannot run (what is missing here, not what the target lacks:
+        see :mod:`harness.applicable`), with the reason each is skipped."""
         out = {}
         for c in cells:
-            reason = self._command_skip(c) if self.command is not None else None
-            if reason is not None:
-                out[c.id] = reason
-            elif c.network and self.toxiproxy is None:
+            if c.network and self.toxiproxy is None:
                 out[c.id] = f"no Toxiproxy server: {self.toxiproxy_error}"
             elif c.scenario.wall_clock and (why := clock.unavailable()) is not None:
                 out[c.id] = why
         return out
-
-    def _command_skip(self, cell: Cell) -> str | None:
-        """Why a command target cannot run ``cell``, from what it declares (or not)."""
-        from harness.targets.command import restore_unsupported
-
-        if cell.scenario.needs_ledger:
-            return (
-                f"{cell.scenario.name} faults the link to a ledger the harness can put a "
-                "proxy in front of; only the reference target has one"
-            )
-        if cell.scenario.needs_outbox:
-            return (
-                f"{cell.scenario.name} runs the reference worker's outbox relay as a second "
-                "process kind; a command target declares no relay"
-            )
-        if cell.scenario.wall_clock:
-            return (
-                f"{cell.scenario.name} steps the worker's clock through LD_PRELOAD, which a "
-                "statically linked worker never loads, so a held cell could prove nothing; "
-                "only the reference target runs it"
-            )
-        if cell.point in provider.NEEDS_CAP and self.command.max_attempts is None:
-            return provider.NO_CAP
-        driver = driver_for(cell.scenario.name, cell.point)
-        if driver is restore.state_store_restore:
-            return restore_unsupported(self.command)
-        return None
 
     def make_network(self, cell: Cell) -> Any:
         """The cell's proxies' home; a server that died since the last cell is restarted,
@@ -245,6 +216,7 @@ class RunInfra:
         target: dict[str, Any],
     ) -> RunSpec:
         """The run of ``cells``; ``jobs`` None is the default width (``harness.jobs``)."""
+        cells, not_applicable = applicable.split(cells, self.command)
         replay: list[str] = []
         if config.lease_ttl_s != reference_lease_s(self.backend_name):
             replay += ["--lease-ttl-s", str(config.lease_ttl_s)]
@@ -258,6 +230,7 @@ class RunInfra:
             command=command,
             jobs=resolve_jobs(jobs, len(cells), backend=self.backend_name),
             skipped=self.skipped(cells),
+            not_applicable=not_applicable,
             make_network=self.make_network,
             replay_flags=replay,
             watchdog=self.watchdog,

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from harness import applicable
 from harness.commands.matrix import MatrixOptions, trial_config
 from harness.contract.errors import ConfigError, CrashpointError, ToxiproxyUnavailable
 from harness.infra import RunInfra
@@ -123,6 +124,8 @@ class CrashpointSession:
         self._spec: RunSpec | None = None
         self._infra: RunInfra | None = None
         self._broken: str | None = None
+        #: Cells left out of the matrix as not applicable to the target (id -> reason).
+        self.not_applicable: dict[str, str] = {}
 
     # -- target and cells -------------------------------------------------------------
 
@@ -154,7 +157,10 @@ class CrashpointSession:
             # Every declared provider gets its cells, as under `crashpoint run -c`.
             declared = [(p.name, p.kind) for p in self.command.providers]
             opts = dataclasses.replace(opts, declared=declared, steps=self.command.steps)
-        return opts.cells()
+        # Cells that cannot apply to the target become no items: they are listed once in
+        # the session's summary, never reported as skipped tests.
+        cells, self.not_applicable = applicable.split(opts.cells(), self.command)
+        return cells
 
     @property
     def lease_ttl_s(self) -> float | None:
@@ -364,3 +370,6 @@ class CrashpointSession:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.summary_line is not None:
             terminalreporter.write_line(f"crashpoint: {self.summary_line}")
+        left_out = applicable.summary_line(applicable.grouped(self.not_applicable))
+        if left_out is not None and self.worker_id is None:
+            terminalreporter.write_line(f"crashpoint: {left_out}")

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from harness.applicable import grouped
 from harness.contract.vocabulary import RESULTS_SCHEMA, ExitCode, Verdict
 from harness.plan import Cell
 from harness.runner import RunSpec
@@ -66,6 +67,7 @@ def results_document(
         "environment": environment,
         "trials": trials,
         "summary": summarize(trials),
+        "not_applicable": grouped(spec.not_applicable),
     }
 
 

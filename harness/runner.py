@@ -65,6 +65,9 @@ class RunSpec:
     jobs: int = 1
     #: Reasons cells are skipped before they run (cell id -> reason), e.g. no Toxiproxy.
     skipped: dict[str, str] = field(default_factory=dict)
+    #: Cells left out because they cannot apply to the target (cell id -> reason):
+    #: never run, never counted as skipped (:mod:`harness.applicable`).
+    not_applicable: dict[str, str] = field(default_factory=dict)
     make_network: Callable[[Cell], NetworkSeam | None] | None = None
     replay_flags: Sequence[str] = ()
     watchdog: Watchdog | None = None

@@ -13,8 +13,8 @@ The summary is never merged: ``Results.summary`` is always recomputed from the t
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from harness.contract.errors import ConfigError
 from reports.model import KillMatrix, MutantResult, Results, Trial
@@ -55,8 +55,23 @@ def merge(results_list: Sequence[Results]) -> Results:
         duration_s=round(sum(durations), 6) if durations else None,
         kill_matrix=_merge_kill_matrices([r.kill_matrix for r in results_list]),
         merged_from=tuple(run_ids),
-        extra=dict(first.extra),
+        extra=_merged_extra(first.extra, results_list),
     )
+
+
+def _merged_extra(first: Mapping[str, Any], results_list: Sequence[Results]) -> dict[str, Any]:
+    """The first shard's extra keys, with every shard's not-applicable cells together:
+    each shard lists only those of its own share of the matrix."""
+    extra = dict(first)
+    by_reason: dict[str, set[str]] = {}
+    for r in results_list:
+        for group in r.extra.get("not_applicable") or []:
+            by_reason.setdefault(str(group["reason"]), set()).update(group["cells"])
+    if by_reason:
+        extra["not_applicable"] = [
+            {"reason": reason, "cells": sorted(cells)} for reason, cells in by_reason.items()
+        ]
+    return extra
 
 
 def _merge_trials(results_list: Sequence[Results]) -> list[Trial]:

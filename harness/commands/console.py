@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from harness.applicable import summary_line
 from harness.contract.vocabulary import Verdict
 from harness.killgate import STOPPED
 from harness.verdict import TrialResult
@@ -107,6 +108,9 @@ def print_summary(doc: Mapping[str, Any], out: Path, *, to: Console | None = Non
     )
     if s.get("warnings"):
         to.print(f"[yellow]{s['warnings']} warnings[/] (they break no invariant; see the report)")
+    left_out = summary_line(doc.get("not_applicable") or [])
+    if left_out is not None:
+        to.print(left_out, markup=False, highlight=False, soft_wrap=True)
     report = out / "index.html"
     where = report if report.exists() else out / "results.json"
     to.print(f"report: {where}", markup=False, highlight=False, soft_wrap=True)

@@ -172,20 +172,35 @@ def _command(**kw: Any) -> Any:
 
 
 def _skips(command: Any) -> dict[str, str]:
-    from harness.infra import RunInfra
+    """The cells left out as not applicable to ``command``, by scenario.point.provider."""
+    from harness.applicable import split
 
     declared = [(p.name, p.kind) for p in command.providers]
     every = cells(ledger="postgres", declared=declared)
-    infra = RunInfra(ledger="postgres", backend="process", pg_dsn=None, command=command)
-    infra.toxiproxy = object()  # a server is there: only the target can be the reason
+    applies, left_out = split(every, command)
+    assert len(applies) + len(left_out) == len(every)
+    by_id = {c.id: c for c in every}
     return {
-        f"{c.scenario.name}.{c.point}.{c.provider_name}": r
-        for c, r in ((c, infra.skipped([c]).get(c.id)) for c in every)
-        if r is not None
+        f"{by_id[i].scenario.name}.{by_id[i].point}.{by_id[i].provider_name}": r
+        for i, r in left_out.items()
     }
 
 
-def test_a_command_target_skips_only_the_ledger_link_outbox_and_clock_scenarios() -> None:
+def test_cells_that_cannot_apply_are_no_skips_of_the_machine() -> None:
+    # What the target lacks is not what the machine lacks: even without a Toxiproxy
+    # server, infra.skipped names only the network cells, never the relay or the cap.
+    from harness.infra import RunInfra
+
+    command = _command(max_attempts=None)
+    declared = [(p.name, p.kind) for p in command.providers]
+    every = cells(ledger="sqlite", declared=declared)
+    infra = RunInfra(ledger="sqlite", backend="process", pg_dsn=None, command=command)
+    skipped = infra.skipped(every)
+    assert skipped
+    assert all(reason.startswith("no Toxiproxy server") for reason in skipped.values())
+
+
+def test_a_command_target_leaves_out_only_the_ledger_link_outbox_and_clock_scenarios() -> None:
     skipped = _skips(_command())
     assert {k.split(".")[0] for k in skipped} == {
         "ledger_link_faults",
@@ -200,7 +215,7 @@ def test_a_command_target_skips_only_the_ledger_link_outbox_and_clock_scenarios(
             assert "only the reference target" in reason
 
 
-def test_without_a_declared_cap_fail_past_cap_is_skipped_and_says_why() -> None:
+def test_without_a_declared_cap_fail_past_cap_is_left_out_and_says_why() -> None:
     skipped = _skips(_command(max_attempts=None))
     capped = {k: r for k, r in skipped.items() if k.startswith("provider_error_before_commit")}
     assert set(capped) == {

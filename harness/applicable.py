@@ -1,0 +1,84 @@
+"""Which cells of the table can apply to a target at all, from what it declares.
+
+A cell that cannot apply (a relay the target does not have, a ledger link the harness
+cannot put a proxy in, a cap the target does not declare) is not a test that was
+skipped: nothing was missing on the machine, and nothing could be learnt by running it.
+Such cells are left out of the target's matrix and listed once, each reason with its
+cells, and never count as skipped, so ``--strict`` fails only on cells that should
+have run. A cell skipped for the machine's sake (no Toxiproxy, no libfaketime) is still
+skipped: installing the missing piece would let it run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from harness.drivers import driver_for, provider, restore
+from harness.plan import Cell
+
+if TYPE_CHECKING:
+    from harness.targets.config import CommandConfig
+
+
+def why_not(command: CommandConfig | None, cell: Cell) -> str | None:
+    """Why ``cell`` cannot apply to the target ``command`` declares (None: the
+    reference worker, to which every row applies), or None when it can."""
+    if command is None:
+        return None
+    from harness.targets.command import restore_unsupported
+
+    scenario = cell.scenario
+    if scenario.needs_ledger:
+        return (
+            f"{scenario.name} faults the link to a ledger the harness can put a proxy in "
+            "front of; only the reference target has one"
+        )
+    if scenario.needs_outbox:
+        return (
+            f"{scenario.name} runs the reference worker's outbox relay as a second process "
+            "kind; a command target declares no relay"
+        )
+    if scenario.wall_clock:
+        return (
+            f"{scenario.name} steps the worker's clock through LD_PRELOAD, which a statically "
+            "linked worker never loads, so a held cell could prove nothing; only the "
+            "reference target runs it"
+        )
+    if cell.point in provider.NEEDS_CAP and command.max_attempts is None:
+        return provider.NO_CAP
+    if driver_for(scenario.name, cell.point) is restore.state_store_restore:
+        return restore_unsupported(command)
+    return None
+
+
+def split(
+    cells: Iterable[Cell], command: CommandConfig | None
+) -> tuple[list[Cell], dict[str, str]]:
+    """The cells that apply, and the others' ids with the reason each cannot."""
+    applies: list[Cell] = []
+    not_applicable: dict[str, str] = {}
+    for cell in cells:
+        reason = why_not(command, cell)
+        if reason is None:
+            applies.append(cell)
+        else:
+            not_applicable[cell.id] = reason
+    return applies, not_applicable
+
+
+def grouped(not_applicable: Mapping[str, str]) -> list[dict[str, Any]]:
+    """results.json's ``not_applicable``: each reason once, with its cells in order."""
+    by_reason: dict[str, list[str]] = {}
+    for cell_id, reason in not_applicable.items():
+        by_reason.setdefault(reason, []).append(cell_id)
+    return [{"reason": r, "cells": sorted(ids)} for r, ids in by_reason.items()]
+
+
+def summary_line(groups: Sequence[Mapping[str, Any]]) -> str | None:
+    """One line for the terminal, or None when every cell applied."""
+    if not groups:
+        return None
+    count = sum(len(g["cells"]) for g in groups)
+    reasons = "; ".join(f"{len(g['cells'])} ({g['reason']})" for g in groups)
+    return f"not applicable to this target, left out: {count} cells: {reasons}"
