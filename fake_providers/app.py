@@ -251,7 +251,7 @@ class ProviderApp:
             return reply
         self.store.finish_arrival(
             w.arrival_id,
-            status=None if reply.drop else reply.status,
+            status=None if reply.drop else reply.recorded_status,
             replayed=self._replay_header in reply.headers,
             fault=fault,
         )
@@ -568,7 +568,7 @@ class ProviderApp:
             reply = answer()
         except Problem as p:
             reply = self.error(p, path)
-        self.store.finish_arrival(arrival_id, status=reply.status, fault=fault)
+        self.store.finish_arrival(arrival_id, status=reply.recorded_status, fault=fault)
         return reply
 
     def _answer_lookup(

@@ -30,6 +30,15 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
     #: Close the connection without sending anything (after the work it describes).
     drop: bool = False
+    #: The status the arrival records when it is not the one sent: Slack answers its
+    #: errors with HTTP 200 and ``"ok": false``, which the oracle must still see as the
+    #: error it is (a refused write is settled, a refused lookup is no reconcile).
+    logged_status: int | None = None
+
+    @property
+    def recorded_status(self) -> int:
+        """What the arrival records: ``logged_status`` if set, else the status sent."""
+        return self.logged_status if self.logged_status is not None else self.status
 
     @classmethod
     def json(cls, status: int, value: Any, **kw: Any) -> Reply:

@@ -24,14 +24,20 @@ WRITE_ACTIONS = (
     "delay_response",
 )
 LOOKUP_ACTIONS = ("fail_lookup",)
-ACTIONS = WRITE_ACTIONS + LOOKUP_ACTIONS
+#: Actions only a model persona (``openai``) consumes: a retried job's next plan is
+#: another one (docs/providers.md, "openai").
+PLAN_ACTIONS = ("replan", "replan_changed")
+ACTIONS = WRITE_ACTIONS + LOOKUP_ACTIONS + PLAN_ACTIONS
 HOLD_ACTIONS = ("hold_before_commit", "hold_after_commit")
 
 #: Arrival kinds: business requests, and calls refused at the seal (no or wrong secret).
+#: A ``plan`` is a model's answer (the openai persona): recorded, never an effect, and
+#: never a reconcile of the job it plans.
 WRITE = "write"
 LOOKUP = "lookup"
 DENIED = "control_denied"
-ARRIVAL_KINDS = (WRITE, LOOKUP, DENIED)
+PLAN = "plan"
+ARRIVAL_KINDS = (WRITE, LOOKUP, DENIED, PLAN)
 
 #: ``release`` outcomes; ``respond`` is accepted as a clearer name for ``commit`` after commit.
 OUTCOMES = ("commit", "drop", "respond")
@@ -43,7 +49,7 @@ class Fault:
 
     ``job``, ``key`` and ``marker`` narrow the match (all given must match; none given
     matches any request). ``times`` is how many requests it acts on. ``status`` is the
-    5xx that ``fail_before_commit`` and ``fail_lookup`` answer (every fault carries a
+    5xx (or 429) that ``fail_before_commit`` and ``fail_lookup`` answer (every fault carries a
     5xx, used or not); ``delay_s`` is the pause of ``delay_response``.
 
     ``release_after_s`` (hold actions only) is the provider's own deadline for a held
@@ -75,8 +81,12 @@ class Fault:
                 raise ValueError(f"Fault {name}={value!r} must be a string or null")
         if not _is_int(self.times) or self.times < 1:
             raise ValueError(f"Fault times={self.times!r} must be an integer of at least 1")
-        if not _is_int(self.status) or not 500 <= self.status <= 599:
-            raise ValueError(f"Fault status={self.status!r} must be a 5xx status (an integer)")
+        # 429 too: a rate limit refuses before commit exactly as a 5xx does, and the
+        # vendors' SDKs treat it apart (Retry-After, their own rate-limit retries).
+        if not _is_int(self.status) or not (500 <= self.status <= 599 or self.status == 429):
+            raise ValueError(
+                f"Fault status={self.status!r} must be a 5xx status or 429 (an integer)"
+            )
         if (
             isinstance(self.delay_s, bool)
             or not isinstance(self.delay_s, int | float)

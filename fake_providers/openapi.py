@@ -555,7 +555,10 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
             "key": opt_text,
             "marker": opt_text,
             "times": {"type": "integer", "minimum": 1},
-            "status": {"type": "integer", "minimum": 500, "maximum": 599},
+            "status": {
+                "type": "integer",
+                "anyOf": [{"const": 429}, {"minimum": 500, "maximum": 599}],
+            },
             "delay_s": {"type": "number", "minimum": 0, "maximum": hold_max_s},
             # Hold faults only: the provider lets a held request go this long after the
             # hold, with release_outcome, even if no release call comes (null: none).

@@ -144,14 +144,17 @@ class Observer:
         self.history.extend(log_events(data[:end].decode(errors="replace"), worker))
 
 
-#: Arrival kind -> event kind; a lookup (and anything else) is a reconcile.
-_ARRIVAL_KINDS = {"write": "arrival", "control_denied": "control_denied"}
+#: Arrival kind -> event kind; a lookup (and anything else) is a reconcile. A model's
+#: plan is its own kind: it neither commits nor looks the job up.
+_ARRIVAL_KINDS = {"write": "arrival", "control_denied": "control_denied", "plan": "plan"}
 
 
 def arrival_event(a: Arrival) -> Event:
     """The event of one arrival: every Arrival field, plus the names the report reads."""
     if a.kind == "lookup":
         outcome = "ok" if a.status == 200 else ("unknown" if a.status == 404 else "error")
+    elif a.kind == "plan":
+        outcome = "ok" if a.status == 200 else ("error" if a.status else "unknown")
     else:
         outcome = "ok" if a.committed or a.replayed else ("error" if a.status else "unknown")
     fields = a.to_json()

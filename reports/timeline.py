@@ -47,6 +47,7 @@ KIND_GROUPS: dict[str, str] = {
     K.CONTROL_DENIED: "fault",
     K.FAILPOINT: "failpoint",
     K.TOOLS: "provider",
+    K.PLAN: "provider",
     K.NOTE: "note",
 }
 GROUP_LABELS: dict[str, str] = {

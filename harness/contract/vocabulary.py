@@ -98,4 +98,6 @@ class EventKind(StrEnum):
     CONTROL_DENIED = "control_denied"
     #: An MCP provider's tools and the annotations they declare, once at trial start.
     TOOLS = "tools"
+    #: A model persona answered (or refused) a request for a job's plan: no effect.
+    PLAN = "plan"
     NOTE = "note"
