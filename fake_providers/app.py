@@ -58,6 +58,8 @@ class _Write:
     fingerprint: str
     #: The commit already recorded the final status: saves one fsync per write.
     finished: bool = False
+    #: The answer is the stored one of an earlier request under the same key.
+    replayed: bool = False
     #: Headers a persona's answer to the commit carries (X-Message-Id, Request-Id).
     headers: tuple[tuple[str, str], ...] = ()
 
@@ -252,7 +254,9 @@ class ProviderApp:
         self.store.finish_arrival(
             w.arrival_id,
             status=None if reply.drop else reply.recorded_status,
-            replayed=self._replay_header in reply.headers,
+            # From the key's state, not the answer's headers: a persona whose vendor marks
+            # no replay (Resend) still replays, and the oracle must read it as one.
+            replayed=w.replayed,
             fault=fault,
         )
         return reply
@@ -363,6 +367,7 @@ class ProviderApp:
                 )
                 return self.error(p, path), None
             if decision.outcome == "replay":
+                w.replayed = True
                 replay = self._replay_header
                 return (
                     Reply(

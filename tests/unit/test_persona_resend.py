@@ -78,6 +78,8 @@ def test_replay_is_the_same_bytes_one_effect_and_no_header(app: ProviderApp) -> 
     assert (again.status, again.body, again.headers) == (200, first.body, ())
     assert len(app.store.effects()) == 1
     assert [a["committed"] for a in app.store.arrivals()] == [True, False]
+    # No header says so on the wire, yet the provider's log knows it replayed.
+    assert [a["replayed"] for a in app.store.arrivals()] == [False, True]
 
 
 def test_same_key_other_payload_is_409_invalid_idempotent_request(app: ProviderApp) -> None:
