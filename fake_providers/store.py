@@ -352,18 +352,27 @@ class Store:
         return effect_id, status, body
 
     def effects(self, *, marker: str | None = None) -> list[dict[str, Any]]:
+        """Every effect (or those under ``marker``), oldest first. ``external_id`` is the
+        vendor's id of what a persona's write created (``pi_...``), which is what its
+        worker keeps; otherwise the provider's own record id."""
+        columns = ", ".join(f"e.{c.strip()}" for c in _EFFECT_COLUMNS.split(","))
+        sql = (
+            f"SELECT {columns}, o.object_id FROM effects e"
+            " LEFT JOIN objects o ON o.effect_id = e.id"
+        )
         with self._lock:
             if marker is None:
-                rows = self._db.execute(f"SELECT {_EFFECT_COLUMNS} FROM effects ORDER BY id")
+                rows = self._db.execute(sql + " ORDER BY e.id")
             else:
                 rows = self._db.execute(
-                    f"SELECT {_EFFECT_COLUMNS} FROM effects WHERE client_marker = ? ORDER BY id",
+                    sql + " WHERE e.client_marker = ? ORDER BY e.id",
                     (marker,),
                 )
             names = [d[0] for d in rows.description]
             out = [dict(zip(names, r, strict=True)) for r in rows.fetchall()]
         for e in out:
-            e["external_id"] = external_id(e["provider"], e["id"])
+            vendor_id = e.pop("object_id")
+            e["external_id"] = vendor_id or external_id(e["provider"], e["id"])
         return out
 
     def objects(

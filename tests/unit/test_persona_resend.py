@@ -16,7 +16,7 @@ from fake_providers.faults import FaultBoard
 from fake_providers.models import Fault
 from fake_providers.personas import persona_for
 from fake_providers.personas.resend import email_uuid
-from fake_providers.store import Store
+from fake_providers.store import Store, external_id
 
 JSON = {"content-type": "application/json"}
 
@@ -67,7 +67,9 @@ def test_send_is_200_with_a_uuid_derived_from_the_effect(app: ProviderApp) -> No
     assert reply.status == 200
     email_id = json.loads(reply.body)["id"]
     (effect,) = app.store.effects()
-    assert email_id == email_uuid(effect["external_id"])
+    assert email_id == email_uuid(external_id("resend", effect["id"]))
+    # The effect's external reference is the vendor's id, which is what a worker keeps.
+    assert effect["external_id"] == email_id
     assert uuid.UUID(email_id).version == 4
     assert (effect["job_id"], effect["idempotency_key"]) == ("j-0001", "k-1")
 

@@ -15,7 +15,7 @@ from fake_providers.faults import FaultBoard
 from fake_providers.models import Fault
 from fake_providers.personas import persona_for
 from fake_providers.personas.sendgrid import message_id
-from fake_providers.store import Store
+from fake_providers.store import Store, external_id
 
 JSON = {"content-type": "application/json"}
 SEND = "/v3/mail/send"
@@ -70,7 +70,9 @@ def test_send_is_202_empty_with_a_message_id_derived_from_the_effect(app: Provid
     assert (reply.status, reply.body) == (202, b"")
     (effect,) = app.store.effects()
     msg_id = dict(reply.headers)["X-Message-Id"]
-    assert msg_id == message_id(effect["external_id"])
+    assert msg_id == message_id(external_id("sendgrid", effect["id"]))
+    # The effect's external reference is the vendor's id, which is what a worker keeps.
+    assert effect["external_id"] == msg_id
     assert len(msg_id) == 22
     assert (effect["job_id"], effect["client_marker"]) == ("j-0001", "m-1")
     (obj,) = app.store.objects(resource="message")
