@@ -1,8 +1,8 @@
 """Stored trials judged again by today's oracle, without running anything.
 
 After an oracle change, old runs tell what would now be caught (or no longer is): each
-trial's stored events and facts (``trials[].facts``) go through :func:`oracle.check`
-and the verdict rule of :func:`harness.verdict.run_trial`. A trial stored before facts
+trial's stored events and facts (``trials[].facts``) go through the one judgement a
+fresh trial goes through (:func:`harness.oracle.judge`). A trial stored before facts
 were kept has them rebuilt from its events (its jobs from the enqueues, its provider
 from the trial), without job outcomes, so what needs those stays unjudged. A trial that
 was never judged (the harness broke, a skip) keeps its verdict.
@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.contract.vocabulary import LIVENESS, Verdict
+from harness.contract.vocabulary import Verdict
 from harness.history import Event
-from harness.oracle import TrialFacts, check
+from harness.oracle import TrialFacts, judge, warning_json
 from harness.oracle.stored import events_from_json, facts_from_json, start_of
 from harness.results import summarize
 
@@ -57,33 +57,36 @@ def rejudge(trial: Mapping[str, Any]) -> tuple[dict[str, Any], Change | None]:
     """``trial`` judged again: the updated entry, and its change if the verdict moved."""
     was = str(trial["verdict"])
     new = copy.deepcopy(dict(trial))
-    judged = was in (Verdict.HELD, Verdict.VIOLATED) or (
+    was_judged = was in (Verdict.HELD, Verdict.VIOLATED) or (
         was == Verdict.INCONCLUSIVE and trial.get("facts") is not None
     )
-    if not judged or not trial.get("events"):
+    if not was_judged or not trial.get("events"):
         new["recheck"] = {"was": was, "facts": None, "note": "never judged: kept as it was"}
         return new, None
     stored = trial.get("facts")
     try:
         events = events_from_json(trial["events"], t0=start_of(trial["events"], stored))
         facts = facts_from_json(stored) if stored is not None else rebuilt_facts(trial, events)
-        violations = check(events, facts)
+        judged = judge(events, facts)
     except (ValueError, KeyError, TypeError) as exc:
         # A history written by another version, or cut short: say so, change nothing.
         new["recheck"] = {"was": was, "facts": None, "note": f"cannot be judged again: {exc}"}
         return new, None
-    safety = [v for v in violations if v.invariant not in LIVENESS]
-    if violations and (facts.quiescent or safety):
-        now = Verdict.VIOLATED.value
-    elif facts.quiescent:
-        now = Verdict.HELD.value
-    else:
-        now, violations = Verdict.INCONCLUSIVE.value, []
+    now = judged.verdict.value
     new["verdict"] = now
-    new["violations"] = [v.to_json() for v in violations]
+    if judged.verdict is Verdict.INCONCLUSIVE:
+        # The stored reason knew the trial's bound; the recheck does not.
+        new["reason"] = trial.get("reason") or judged.reason
+    elif was == Verdict.INCONCLUSIVE:
+        new["reason"] = None
+    new["violations"] = [v.to_json() for v in judged.violations]
+    new["unjudged"] = dict(judged.unjudged)
+    new["warnings"] = [warning_json(w) for w in judged.warnings]
+    new["trace"] = list(judged.trace)
+    new["review"] = list(judged.review)
     new["recheck"] = {"was": was, "facts": "stored" if stored is not None else "rebuilt"}
     was_inv = tuple(dict.fromkeys(v["invariant"] for v in trial.get("violations", [])))
-    now_inv = tuple(dict.fromkeys(v.invariant for v in violations))
+    now_inv = tuple(dict.fromkeys(v.invariant for v in judged.violations))
     if (was, was_inv) == (now, now_inv):
         return new, None
     return new, Change(str(trial["id"]), was, now, was_inv, now_inv)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -26,11 +26,13 @@ from harness.contract.vocabulary import Verdict
 from harness.explain import explain
 from harness.history import Event, History
 from harness.infra import RunInfra
-from harness.oracle import Violation, check
+from harness.oracle import Judgement, Violation, judge
+from harness.oracle.stored import facts_to_json
 from harness.plan import Cell
 from harness.rendezvous import Gate, Hit
+from harness.target import quiet_window_s
 from harness.trial import Trial, TrialConfig
-from harness.verdict import TrialResult
+from harness.verdict import TrialResult, containment_of
 from scenarios.table import Scenario
 
 if TYPE_CHECKING:
@@ -67,9 +69,10 @@ def _step(verb: F) -> F:
 
 @dataclass(frozen=True, repr=False)
 class ScenarioVerdict:
-    """What the oracle decided about a custom trial, with what it was decided from."""
+    """What the oracle decided about a custom trial, with what it was decided from: the
+    judgement a table cell's trial gets (:func:`harness.oracle.judge`), whole."""
 
-    verdict: str
+    verdict: Verdict
     violations: tuple[Violation, ...]
     reason: str | None
     reached: bool
@@ -78,6 +81,13 @@ class ScenarioVerdict:
     name: str = "custom scenario"
     page: Path | None = None
     replay: str | None = None
+    #: Invariant -> why it (or the part named) could not be judged.
+    unjudged: Mapping[str, str] = field(default_factory=dict)
+    #: Findings that break no invariant (harness.oracle.warn).
+    warnings: tuple[Violation, ...] = ()
+    #: One row per committed effect, and one per job left in needs_review.
+    trace: tuple[dict[str, Any], ...] = ()
+    review: tuple[dict[str, Any], ...] = ()
 
     @property
     def held(self) -> bool:
@@ -152,6 +162,9 @@ class ScenarioTrial:
         self.error: str | None = None
         self._t0 = time.monotonic()
         self._closed = False
+        #: The facts as results.json keeps them (for a recheck), once judged.
+        self._facts: dict[str, Any] | None = None
+        self._containment: str | None = None
 
     # -- what the trial holds -------------------------------------------------------------
 
@@ -292,24 +305,23 @@ class ScenarioTrial:
         if self.verdict is not None:
             return self.verdict
         if self.error is not None:
-            return self._settle("inconclusive", self.error, [], self._recorded())
+            return self._settle(Judgement(Verdict.INCONCLUSIVE, reason=self.error))
         trial = self.trial
         events: list[Event] | None = None
         try:
             quiescent = trial.wait_quiescent(timeout_s=timeout_s)
             events = trial.record()
             facts = trial.facts(quiescent=quiescent, review_expected=frozenset(review))
-            violations = check(events, facts)
+            self._facts = facts_to_json(facts, t0=trial.history.t0)
+            judged = judge(
+                events,
+                facts,
+                bound_s=timeout_s or trial.config.quiescence_timeout_s,
+                quiet_s=quiet_window_s(trial.config.lease_ttl_s),
+            )
         except CrashpointError as exc:
-            return self._settle("inconclusive", str(exc), [], events or self._recorded())
-        # Liveness is judged only at quiescence, so every violation here is one to report.
-        if violations:
-            return self._settle("violated", None, violations, events)
-        if not quiescent:
-            bound = timeout_s or trial.config.quiescence_timeout_s
-            reason = f"jobs did not all end within {bound:.0f} s"
-            return self._settle("inconclusive", reason, [], events)
-        return self._settle("held", None, [], events)
+            return self._settle(Judgement(Verdict.INCONCLUSIVE, reason=str(exc)), events)
+        return self._settle(judged, events)
 
     def close(self) -> ScenarioVerdict:
         """Judge the trial if nobody did, then tear it down (idempotent)."""
@@ -328,7 +340,7 @@ class ScenarioTrial:
         return TrialResult(
             cell=self.trial.cell,
             seed=self.trial.seed,
-            verdict=v.verdict,
+            verdict=v.verdict.value,
             reached=v.reached,
             reason=v.reason,
             violations=list(v.violations),
@@ -338,23 +350,37 @@ class ScenarioTrial:
                 "waits_s": self.trial.waits_s,
                 "overhead_s": max(0.0, duration - self.trial.waits_s),
             },
+            unjudged=dict(v.unjudged),
+            reached_by=self.trial.reached_by if v.reached else None,
+            warnings=list(v.warnings),
+            containment=self._containment,
+            trace=list(v.trace),
+            review=list(v.review),
+            facts=self._facts,
         )
 
     # -- the rest -------------------------------------------------------------------------
 
-    def _settle(
-        self, verdict: str, reason: str | None, violations: list[Violation], events: list[Event]
-    ) -> ScenarioVerdict:
+    def _settle(self, judged: Judgement, events: list[Event] | None = None) -> ScenarioVerdict:
+        """Keep ``judged`` as the trial's verdict; ``events`` is the history it was judged
+        from (None: the trial broke first, so what it recorded so far is kept)."""
+        if events is None:
+            events = self._recorded()
         t0 = self.trial.history.t0
+        self._containment = containment_of(events)
         self.verdict = ScenarioVerdict(
-            verdict=verdict,
-            violations=tuple(violations),
-            reason=reason,
+            verdict=judged.verdict,
+            violations=judged.violations,
+            reason=judged.reason,
             reached=self.trial.reached,
             events=tuple(e.to_json(t0=t0) for e in events),
             name=self.name,
             page=self.page,
             replay=self.replay,
+            unjudged=judged.unjudged,
+            warnings=judged.warnings,
+            trace=judged.trace,
+            review=judged.review,
         )
         return self.verdict
 

@@ -20,18 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from harness.backends.base import Backend
 from harness.contract.errors import CrashpointError, Inconclusive
-from harness.contract.vocabulary import LIVENESS
+from harness.contract.vocabulary import Verdict
 from harness.history import Event, History
-from harness.oracle import (
-    TrialFacts,
-    Violation,
-    check,
-    review_rows,
-    trace_rows,
-    unjudged,
-    warning_json,
-    warnings_of,
-)
+from harness.oracle import Violation, judge, warning_json
 from harness.oracle.stored import facts_to_json
 from harness.plan import Cell
 from harness.provider_crash import provider_crash
@@ -147,7 +138,7 @@ def run_trial(
     trace: list[dict[str, Any]] = []
     review_desk: list[dict[str, Any]] = []
     reason: str | None = None
-    verdict = "inconclusive"
+    verdict = Verdict.INCONCLUSIVE.value
     events: list[Event] | None = None
     notes: dict[str, str] = {}
     stored_facts: dict[str, Any] | None = None
@@ -159,21 +150,15 @@ def run_trial(
         facts = trial.facts(quiescent=quiescent, review_expected=review)
         stored_facts = facts_to_json(facts, t0=trial.history.t0)
         with trial.phases.timed("oracle"):
-            violations = check(events, facts)
-            notes = unjudged(events, facts)
-            warnings = warnings_of(events, facts)
-            trace = trace_rows(events, facts)
-            review_desk = review_rows(events, facts)
-        safety = [v for v in violations if v.invariant not in LIVENESS]
-        if violations:
-            verdict = "violated"
-        elif not quiescent:
-            reason = "no quiescence within the trial's bound"
-        else:
-            verdict = "held"
-        if not quiescent and not safety:
-            verdict, violations = "inconclusive", []
-            reason = no_quiescence(events, facts, config)
+            judged = judge(
+                events,
+                facts,
+                bound_s=config.quiescence_timeout_s,
+                quiet_s=quiet_window_s(config.lease_ttl_s),
+            )
+        verdict, reason = judged.verdict.value, judged.reason
+        violations, warnings = list(judged.violations), list(judged.warnings)
+        notes, trace, review_desk = dict(judged.unjudged), list(judged.trace), list(judged.review)
     except Inconclusive as exc:
         reason = str(exc)
     except CrashpointError as exc:
@@ -186,8 +171,10 @@ def run_trial(
         # Before the last records are read: a dead provider is restarted on its log.
         crashed = provider_crash(trial)
         if crashed is not None:
-            verdict, violations, notes, reason = "inconclusive", [], {}, crashed
+            verdict, violations, notes, reason = Verdict.INCONCLUSIVE.value, [], {}, crashed
             events = None  # read again below, from the restarted provider's log
+            # Its records were not whole when judged: recheck must keep it, not judge it.
+            stored_facts = None
         stopped = trial.stopped_at or time.monotonic()
         worker_s = sum(
             min(h.exited_at or stopped, stopped) - h.started_at for h in trial.workers.values()
@@ -216,7 +203,7 @@ def run_trial(
         },
         unjudged=notes,
         reached_by=trial.reached_by if trial.reached else None,
-        warnings=warnings if verdict != "inconclusive" else [],
+        warnings=warnings if verdict != Verdict.INCONCLUSIVE else [],
         containment=containment_of(events),
         trace=trace,
         review=review_desk,
@@ -229,33 +216,6 @@ def containment_of(events: list[Event]) -> str | None:
     seen = [e.fields.get("containment") for e in events if e.kind == "worker_start"]
     kinds = list(dict.fromkeys(str(k) for k in seen if k))
     return ",".join(kinds) or None
-
-
-def no_quiescence(events: list[Event], facts: TrialFacts, config: TrialConfig) -> str:
-    """Why the trial's bound ran out: which jobs never ended, or what never went quiet."""
-    bound = f"{config.quiescence_timeout_s:.0f} s"
-    if facts.job_states is not None:
-        states = {j.job_id: j for j in facts.job_states}
-        open_jobs = [
-            f"{job} ({states[job].delivery_state})" if job in states else f"{job} (no state)"
-            for job in facts.jobs
-            if job not in states or not states[job].final
-        ]
-        return f"jobs did not all end within {bound}: {', '.join(open_jobs) or 'none open'}"
-    reached = {
-        e.job
-        for e in events
-        if e.kind in ("arrival", "reconcile") and e.source.startswith("provider:") and e.job
-    }
-    silent = [job for job in facts.jobs if job not in reached]
-    if silent:
-        return (
-            f"{', '.join(silent)} never reached a provider within {bound}, and the target "
-            "reports no job outcomes to tell a lost job from a slow one: declare [target] "
-            "status in crashpoint.toml"
-        )
-    quiet = quiet_window_s(config.lease_ttl_s)
-    return f"requests kept reaching the providers: never quiet for {quiet:.2f} s within {bound}"
 
 
 def trial_seed(run_seed: int, cell: Cell) -> int:

@@ -11,7 +11,7 @@ import re
 from harness.contract.vocabulary import Verdict
 from reports.desk import review_desk
 from reports.matrix import build_matrix
-from reports.model import Results, Trial
+from reports.model import SEVERITY, Results, Trial
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
 _ICONS = {
@@ -141,10 +141,9 @@ def _worst(trials: list[Trial], *, survivors: bool) -> str:
     """The headline's icon: the worst status of ``trials``; violated when a mutant survived."""
     if not trials:
         return "empty"
-    statuses = {t.status for t in trials}
-    if survivors or "violated" in statuses:
+    if survivors:
         return "violated"
-    for status in ("inconclusive", "not_reached"):
-        if status in statuses:
-            return status
-    return "held"
+    # Skipped trials leave the headline be: a run without Toxiproxy is no worse for it
+    # (--strict makes them fail the run instead).
+    statuses = {t.status for t in trials} - {"skipped"}
+    return max(statuses, key=SEVERITY.__getitem__, default="held")

@@ -11,29 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness.contract.vocabulary import Verdict
+from harness.contract.vocabulary import VERDICT_ORDER, Verdict
 
 #: What a matrix cell shows: a verdict, or ``not_reached`` for a trial whose injection
 #: was never confirmed at its boundary (docs/results.md, ``reached``).
 CellStatus = Literal["held", "violated", "not_reached", "inconclusive", "skipped"]
-CELL_STATUSES: tuple[CellStatus, ...] = (
-    "violated",
-    "inconclusive",
-    "not_reached",
-    "skipped",
-    "held",
-)
-
-#: Worst first. A cell holding several trials (repeated seeds) shows the worst one: a
-#: single violation outweighs any number of held trials, and an unproven cell
-#: (inconclusive, not reached, skipped) must never look as good as a held one.
-SEVERITY: Mapping[CellStatus, int] = {
-    "violated": 4,
-    "inconclusive": 3,
-    "not_reached": 2,
-    "skipped": 1,
-    "held": 0,
-}
 
 #: The status of a reached trial is its verdict.
 _STATUS_OF: Mapping[Verdict, CellStatus] = {
@@ -41,6 +23,25 @@ _STATUS_OF: Mapping[Verdict, CellStatus] = {
     Verdict.VIOLATED: "violated",
     Verdict.INCONCLUSIVE: "inconclusive",
     Verdict.SKIPPED: "skipped",
+}
+
+#: Worst first: the verdicts' one order (``harness.contract.vocabulary.VERDICT_ORDER``),
+#: with a trial never reached just below inconclusive (unproven, though it ran).
+CELL_STATUSES: tuple[CellStatus, ...] = tuple(
+    status
+    for verdict in VERDICT_ORDER
+    for status in (
+        ("inconclusive", "not_reached")
+        if verdict is Verdict.INCONCLUSIVE
+        else (_STATUS_OF[verdict],)
+    )
+)
+
+#: A cell holding several trials (repeated seeds) shows the worst one: a single
+#: violation outweighs any number of held trials, and an unproven cell (inconclusive,
+#: not reached, skipped) must never look as good as a held one.
+SEVERITY: Mapping[CellStatus, int] = {
+    status: len(CELL_STATUSES) - 1 - rank for rank, status in enumerate(CELL_STATUSES)
 }
 
 
@@ -114,7 +115,9 @@ class Trial:
     def provider_label(self) -> str:
         """The provider as the user declared it (``billing (idempotent)``), else its kind."""
         name = self.extra.get("provider_name")
-        return f"{name} ({self.provider})" if isinstance(name, str) else self.provider
+        persona = self.extra.get("persona")
+        kind = f"{persona} over {self.provider}" if isinstance(persona, str) else self.provider
+        return f"{name} ({kind})" if isinstance(name, str) else kind
 
     @property
     def reached_by(self) -> str | None:

@@ -59,6 +59,23 @@ class Verdict(StrEnum):
     SKIPPED = "skipped"
 
 
+#: The one severity order of verdicts, worst first: wherever several verdicts speak for
+#: one thing (a matrix cell, a headline, the exit code of several passes), the worst
+#: speaks. A violation outweighs everything; an unproven trial (inconclusive, skipped)
+#: must never look as good as a held one (Jepsen's ``valid-priorities``: one table).
+VERDICT_ORDER: tuple[Verdict, ...] = (
+    Verdict.VIOLATED,
+    Verdict.INCONCLUSIVE,
+    Verdict.SKIPPED,
+    Verdict.HELD,
+)
+
+
+def severity(verdict: str) -> int:
+    """How bad ``verdict`` is by :data:`VERDICT_ORDER`: held 0, up to violated."""
+    return len(VERDICT_ORDER) - 1 - VERDICT_ORDER.index(Verdict(verdict))
+
+
 class ExitCode(IntEnum):
     """The CLI's exit codes (stable)."""
 

@@ -19,18 +19,22 @@ from harness.oracle.facts import JobFinal, Record, TrialFacts, identity, read
 
 
 def review_rows(events: Sequence[Event], facts: TrialFacts) -> list[dict[str, Any]]:
+    """:func:`review_in` of ``events`` read on their own."""
+    return review_in(read(events), facts)
+
+
+def review_in(record: Record, facts: TrialFacts) -> list[dict[str, Any]]:
     """One row per job the target reports in needs_review, in job order."""
     if facts.job_states is None:
         return []
-    record = read(events)
     return [
-        _row(final, record, events)
+        _row(final, record)
         for final in sorted(facts.job_states, key=lambda j: j.job_id)
         if final.needs_review
     ]
 
 
-def _row(final: JobFinal, record: Record, events: Sequence[Event]) -> dict[str, Any]:
+def _row(final: JobFinal, record: Record) -> dict[str, Any]:
     job = final.job_id
     mine = [a for a in record.arrivals if a.job_id == job]
     writes = [a for a in mine if a.kind == "write"]
@@ -38,7 +42,6 @@ def _row(final: JobFinal, record: Record, events: Sequence[Event]) -> dict[str, 
     effects = [e for e in record.effects if e.job_id == job]
     cited = [record.arrival_index[(a.provider, a.id)] for a in mine]
     cited += [record.index[e] for e in effects]
-    cited += [i for i, e in enumerate(events) if e.job == job and e.kind == "review"]
     cited += record.signals
     key = final.idempotency_key or (identity(last_write) if last_write is not None else None)
     return {

@@ -6,6 +6,9 @@ Event times are stored relative to the trial's start, but the rows that provider
 carry keep their own monotonic times (``t_mono``), and the invariants compare the two:
 the facts keep the start (``t0``), and reading adds it back. A trial stored without it
 has it found again from any event whose row carries ``t_mono``.
+
+Every field of :class:`TrialFacts` is kept: a field left out is an invariant a recheck
+silently stops judging (``tests/unit/test_stored_facts.py`` fails on one).
 """
 
 from __future__ import annotations
@@ -32,10 +35,17 @@ def facts_to_json(facts: TrialFacts, *, t0: float = 0.0) -> dict[str, Any]:
         "last_window_from": None
         if facts.last_window_from is None
         else round(facts.last_window_from - t0, 6),
+        "job_steps": {
+            job: [[step, provider] for step, provider in steps]
+            for job, steps in facts.job_steps.items()
+        },
+        "sensitive_values": dict(facts.sensitive_values),
     }
 
 
 def facts_from_json(doc: Mapping[str, Any]) -> TrialFacts:
+    """Facts stored by :func:`facts_to_json`; a field stored before it was kept takes
+    its default."""
     states = doc.get("job_states")
     t0 = float(doc.get("t0") or 0.0)
     window = doc.get("last_window_from")
@@ -48,6 +58,11 @@ def facts_from_json(doc: Mapping[str, Any]) -> TrialFacts:
         review_expected=frozenset(doc.get("review_expected", ())),
         job_providers=dict(doc.get("job_providers", {})),
         last_window_from=None if window is None else float(window) + t0,
+        job_steps={
+            str(job): tuple((str(step), str(provider)) for step, provider in steps)
+            for job, steps in (doc.get("job_steps") or {}).items()
+        },
+        sensitive_values=dict(doc.get("sensitive_values") or {}),
     )
 
 

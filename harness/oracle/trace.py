@@ -12,7 +12,7 @@ did not, or when what it kept names none of the job's effects.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from fake_providers.models import Arrival, Effect
@@ -70,11 +70,14 @@ WARNINGS[WARNING] = untraced_effect
 
 
 def trace_rows(events: Sequence[Event], facts: TrialFacts) -> list[dict[str, Any]]:
+    """:func:`trace_in` of ``events`` read on their own."""
+    return trace_in(read(events), facts)
+
+
+def trace_in(record: Record, facts: TrialFacts) -> list[dict[str, Any]]:
     """One row per committed effect: job, provider, attempt, key or marker, the provider's
     record id, what the target kept for the job, and the commit's event index."""
-    record = read(events)
     by_arrival = {(a.provider, a.id): a for a in record.arrivals}
-    attempts = _attempts_by_token(events)
     finals = {j.job_id: j for j in facts.job_states or ()}
     rows = []
     for effect in record.effects:
@@ -84,7 +87,7 @@ def trace_rows(events: Sequence[Event], facts: TrialFacts) -> list[dict[str, Any
             {
                 "job": effect.job_id,
                 "provider": effect.provider,
-                "attempt": _attempt(effect, arrival, attempts, events),
+                "attempt": _attempt(effect, arrival, record),
                 "idempotency_key": effect.idempotency_key,
                 "client_marker": effect.client_marker,
                 "external_id": effect.external_id,
@@ -96,36 +99,14 @@ def trace_rows(events: Sequence[Event], facts: TrialFacts) -> list[dict[str, Any
     return rows
 
 
-def _attempts_by_token(events: Sequence[Event]) -> dict[tuple[str, int], int]:
-    out = {}
-    for e in events:
-        if e.kind == "claim" and e.job is not None and e.attempt is not None:
-            tok = e.fields.get("token")
-            if isinstance(tok, int):
-                out[(e.job, tok)] = e.attempt
-    return out
-
-
-def _attempt(
-    effect: Effect,
-    arrival: Arrival | None,
-    attempts: Mapping[tuple[str, int], int],
-    events: Sequence[Event],
-) -> int | None:
+def _attempt(effect: Effect, arrival: Arrival | None, record: Record) -> int | None:
     """The attempt whose write committed ``effect``: the claim of the token the write
     carried, else the last attempt the worker named for the job before the write."""
     if effect.job_id is None:
         return None
     tok = token(arrival) if arrival is not None else None
-    if tok is not None and (effect.job_id, tok) in attempts:
-        return attempts[(effect.job_id, tok)]
+    if tok is not None and (effect.job_id, tok) in record.claim_attempts:
+        return record.claim_attempts[(effect.job_id, tok)]
     sent_at = arrival.t_mono if arrival is not None else effect.t_mono
-    named = [
-        e.attempt
-        for e in events
-        if e.job == effect.job_id
-        and e.attempt is not None
-        and e.t <= sent_at
-        and not e.source.startswith("provider:")
-    ]
+    named = [n for t, n in record.named_attempts.get(effect.job_id, ()) if t <= sent_at]
     return named[-1] if named else None

@@ -29,15 +29,18 @@ WARNINGS: dict[str, WarningCheck] = {
 }
 
 
-def warnings_of(events: Sequence[Event], facts: TrialFacts) -> list[Violation]:
-    """Every warning the trial's history gives, in the order of :data:`WARNINGS`."""
-    if not WARNINGS:
-        return []
-    record = read(events)
+def warnings_in(record: Record, facts: TrialFacts) -> list[Violation]:
+    """Every warning the trial's record gives, in the order of :data:`WARNINGS`."""
     found: list[Violation] = []
     for check in WARNINGS.values():
         found += check(record, facts)
     return found
+
+
+def warnings_of(events: Sequence[Event], facts: TrialFacts) -> list[Violation]:
+    """:func:`warnings_in` of ``events`` read on their own (a trial is judged whole by
+    :func:`harness.oracle.judge.judge`, which reads its history once)."""
+    return warnings_in(read(events), facts)
 
 
 def warning_json(found: Violation) -> dict[str, Any]:
