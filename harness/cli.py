@@ -8,14 +8,16 @@ What each command does is in ``harness.commands``, imported when the command run
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
 
-from harness.contract.errors import ConfigError, CrashpointError
+from harness.contract.errors import ConfigError, CrashpointError, Terminated
 from harness.contract.vocabulary import PROVIDER_KINDS, ExitCode
 from harness.contract.vocabulary import VERSION as __version__
 
@@ -23,14 +25,18 @@ LEDGERS = ("sqlite", "postgres")
 BACKENDS = ("process", "docker")
 SIGNALS = ("SIGKILL", "SIGTERM", "SIGSTOP")
 LANGS = ("python", "node", "go", "shell")
-#: 128 + SIGINT, as a shell reports a command stopped by Ctrl-C.
+#: 128 + SIGINT, as a shell reports a command stopped by Ctrl-C; 128 + SIGTERM.
 INTERRUPTED = 130
+TERMINATED = 143
 
 
 class _Group(click.Group):
     """Turns crashpoint's own errors into one line and the documented exit code."""
 
     def invoke(self, ctx: click.Context) -> object:
+        # SIGTERM (a CI job cancelled, a container stopped) is taken as Ctrl-C: the same
+        # teardown runs, and a run writes the report of the trials that finished.
+        signal.signal(signal.SIGTERM, _terminated)
         try:
             return super().invoke(ctx)
         except ConfigError as exc:
@@ -39,9 +45,13 @@ class _Group(click.Group):
         except CrashpointError as exc:  # InfrastructureError and every other of ours
             click.echo(f"crashpoint: {exc}", err=True)
             sys.exit(ExitCode.INCONCLUSIVE)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             click.echo("crashpoint: interrupted; every worker and server was stopped", err=True)
-            sys.exit(INTERRUPTED)
+            sys.exit(TERMINATED if isinstance(stop, Terminated) else INTERRUPTED)
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated()
 
 
 @click.group(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.backends.base import Backend
-from harness.contract.errors import ToxiproxyUnavailable
+from harness.contract.errors import Terminated, ToxiproxyUnavailable
 from harness.drivers import driver_for
 from harness.history import History
 from harness.plan import Cell
@@ -142,6 +142,16 @@ def _run_recorded(spec: RunSpec, cell: Cell) -> TrialResult:
     return result
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped a run: the trials that finished, in the cells' order,
+    so their report is written rather than lost with the rest."""
+
+    def __init__(self, finished: list[TrialResult], *, signal_name: str) -> None:
+        super().__init__(f"interrupted by {signal_name}")
+        self.finished = finished
+        self.signal_name = signal_name
+
+
 def run_cells(spec: RunSpec, *, progress: Progress | None = None) -> list[TrialResult]:
     """Run every cell (the gate's order, if any; it may skip some); results come back in
     the cells' order whatever the pool did."""
@@ -152,13 +162,29 @@ def run_cells(spec: RunSpec, *, progress: Progress | None = None) -> list[TrialR
         todo = spec.gate.order(spec.cells, max(1, spec.jobs))
         if sorted(c.id for c in todo) != sorted(c.id for c in spec.cells):
             raise ValueError("a gate's order must hold the run's cells, each once")
-    if spec.jobs <= 1:
-        for cell in todo:
-            r = _run_recorded(spec, cell)
-            results[cell.id] = r
-            if progress:
-                progress(r)
-        return [results[c.id] for c in spec.cells]
+    try:
+        if spec.jobs <= 1:
+            for cell in todo:
+                r = _run_recorded(spec, cell)
+                results[cell.id] = r
+                if progress:
+                    progress(r)
+            return [results[c.id] for c in spec.cells]
+        _run_pooled(spec, todo, results, progress)
+    except KeyboardInterrupt as stop:
+        # The trial cut off mid-way is inconclusive noise; those that finished stand.
+        finished = [results[c.id] for c in spec.cells if c.id in results]
+        name = "SIGTERM" if isinstance(stop, Terminated) else "SIGINT"
+        raise RunInterrupted(finished, signal_name=name) from None
+    return [results[c.id] for c in spec.cells]
+
+
+def _run_pooled(
+    spec: RunSpec,
+    todo: Sequence[Cell],
+    results: dict[str, TrialResult],
+    progress: Progress | None,
+) -> None:
     pool = ThreadPoolExecutor(max_workers=spec.jobs, thread_name_prefix="trial")
     try:
         futures = {pool.submit(_run_recorded, spec, c): c for c in todo}
@@ -173,4 +199,3 @@ def run_cells(spec: RunSpec, *, progress: Progress | None = None) -> list[TrialR
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    return [results[c.id] for c in spec.cells]

@@ -108,6 +108,12 @@ def print_summary(doc: Mapping[str, Any], out: Path, *, to: Console | None = Non
     )
     if s.get("warnings"):
         to.print(f"[yellow]{s['warnings']} warnings[/] (they break no invariant; see the report)")
+    stop = doc.get("interrupted")
+    if stop:
+        to.print(
+            f"[yellow]interrupted by {stop['signal']}[/]: the report holds the "
+            f"{stop['finished']} trials that finished of {stop['cells']}",
+        )
     left_out = summary_line(doc.get("not_applicable") or [])
     if left_out is not None:
         to.print(left_out, markup=False, highlight=False, soft_wrap=True)

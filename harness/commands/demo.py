@@ -7,7 +7,13 @@ import random
 from pathlib import Path
 
 from harness.commands.console import console, print_summary
-from harness.commands.matrix import MatrixOptions, run_matrix, trial_config, worst
+from harness.commands.matrix import (
+    MatrixOptions,
+    interrupted_code,
+    run_matrix,
+    trial_config,
+    worst,
+)
 from harness.commands.outputs import keep_run
 from harness.contract.vocabulary import ExitCode
 from harness.infra import RunInfra
@@ -36,5 +42,8 @@ def demo_command(*, out: Path, seed: int | None, jobs: int | None) -> int:
         )
     out, kept = keep_run(doc, out)
     print_summary(doc, out)
+    stopped = interrupted_code(doc)
+    if stopped is not None:
+        return stopped
     code = exit_code(doc["summary"], strict=False)
     return code if kept else worst(code, ExitCode.INCONCLUSIVE)

@@ -3,24 +3,29 @@ cells with progress, and how the exit codes of several passes combine."""
 
 from __future__ import annotations
 
+import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.commands.console import progress_printer
-from harness.contract.vocabulary import ExitCode
+from harness.contract.vocabulary import ExitCode, Verdict, severity
 from harness.infra import RunInfra
 from harness.plan import Cell, select_cells
 from harness.results import results_document
-from harness.runner import Gate, RunSpec, run_cells
+from harness.runner import Gate, RunInterrupted, RunSpec, run_cells
 from harness.trial import TrialConfig
 from harness.verdict import TrialResult
 
-#: When a command runs several times, a violation outweighs an inconclusive run, which
-#: outweighs all held; any other code (a usage error, an interrupt) outweighs them all.
-_SEVERITY: dict[int, int] = {ExitCode.HELD: 0, ExitCode.INCONCLUSIVE: 1, ExitCode.VIOLATED: 2}
+#: When a command runs several times, its exit codes rank as the verdicts they stand for
+#: (``harness.contract.vocabulary.VERDICT_ORDER``: a violation outweighs an inconclusive
+#: run, which outweighs all held); any other code (a usage error, an interrupt)
+#: outweighs them all.
+_SEVERITY: dict[int, int] = {
+    code: severity(Verdict[code.name]) for code in ExitCode if code.name in Verdict.__members__
+}
 
 
 @dataclass(frozen=True)
@@ -93,10 +98,32 @@ def run_matrix(
     spec.gate = gate
     spec.replay_flags = [*replay_prefix, *spec.replay_flags]
     started = time.time()
-    results = execute(spec, label=label or command)
+    try:
+        results = execute(spec, label=label or command)
+    except RunInterrupted as stop:
+        # The finished trials are written, marked, rather than lost with the rest.
+        doc = results_document(
+            spec, stop.finished, started=started, environment=infra.environment()
+        )
+        doc["interrupted"] = {
+            "signal": stop.signal_name,
+            "finished": len(stop.finished),
+            "cells": len(spec.cells),
+        }
+        return doc
     return results_document(spec, results, started=started, environment=infra.environment())
+
+
+def interrupted_code(doc: Mapping[str, Any]) -> int | None:
+    """130 (SIGINT) or 143 (SIGTERM) for a run stopped part-way, as a shell reports it;
+    None for a run that finished."""
+    stop = doc.get("interrupted")
+    if not stop:
+        return None
+    return 128 + (signal.SIGTERM if stop["signal"] == "SIGTERM" else signal.SIGINT)
 
 
 def worst(*codes: int) -> int:
     """The exit code that speaks for several passes of a command."""
-    return max(codes, key=lambda code: _SEVERITY.get(code, len(_SEVERITY)))
+    above_all = max(_SEVERITY.values()) + 1
+    return max(codes, key=lambda code: _SEVERITY.get(code, above_all))

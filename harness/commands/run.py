@@ -8,7 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.commands.console import console, print_summary
-from harness.commands.matrix import MatrixOptions, run_matrix, trial_config, worst
+from harness.commands.matrix import (
+    MatrixOptions,
+    interrupted_code,
+    run_matrix,
+    trial_config,
+    worst,
+)
 from harness.commands.outputs import keep_run
 from harness.commands.target import resolve_target
 from harness.contract.vocabulary import ExitCode
@@ -60,6 +66,9 @@ def run_command(
             run_out = opts.out if repeat == 1 else opts.out / f"run-{i + 1:03d}"
             run_out, kept = keep_run(doc, run_out)
             print_summary(doc, run_out)
+            stopped = interrupted_code(doc)
+            if stopped is not None:
+                return stopped
             code = worst(
                 code,
                 exit_code(doc["summary"], strict=opts.strict, fail_on_warning=opts.fail_on_warning),

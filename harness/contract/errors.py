@@ -50,3 +50,9 @@ class LedgerError(CrashpointError):
 class LedgerLinkLost(CrashpointError):
     """The reference ledger's server dropped the connection mid-statement (a restart):
     what that statement did is unknown, so the trial that needed it proves nothing."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a cancelled CI job, a stopped container), raised in the main thread as
+    Ctrl-C is, so the same teardown runs. Not a :class:`CrashpointError`: nothing went
+    wrong, the run was told to stop."""

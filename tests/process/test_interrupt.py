@@ -3,6 +3,7 @@ and nothing else that carries the run's marker: process groups, ports, container
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -137,6 +138,46 @@ def test_sigkill_of_the_harness_is_cleaned_up_by_the_watchdog(tmp_path: Path) ->
         proc.communicate(timeout=10)
         assert gone_within(kids, marked.tmp, 15) == ([], [])
         assert marked.seen_ports, "the run's providers were listening"
+        assert marked.wait_clean(10) == Leftovers()
+    finally:
+        marked.kill_all()
+        _close(proc)
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stopped_run_writes_the_report_of_the_trials_that_finished(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    # A 14-minute run stopped by a cancelled CI job used to write nothing at all.
+    marked = Marked(tmp_path)
+    out = tmp_path / "o"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WITH_DEFAULT_SIGINT, "run", "-j", "1", "--out", str(out)],
+        env=marked.env(PYTHONFAULTHANDLER="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stderr is not None
+        # One trial at a time: once the second has finished, stop the run.
+        for line in proc.stderr:
+            if line.startswith("[2/"):
+                break
+        proc.send_signal(sig)
+        err = _stderr_within(proc, 30)
+        assert proc.returncode == code, err
+        doc = json.loads((out / "results.json").read_text())
+        stop = doc["interrupted"]
+        verdicts = [(t["id"], t["verdict"], t["reason"]) for t in doc["trials"]]
+        assert stop["signal"] == sig.name
+        assert stop["finished"] == len(doc["trials"]), verdicts
+        assert 2 <= stop["finished"] < stop["cells"], (stop, verdicts, err)
+        # Only trials that ran to their end are in it: none cut off by the signal.
+        assert all(v == "held" for _, v, _ in verdicts), verdicts
+        assert (out / "index.html").is_file()
+        assert f"interrupted by {sig.name}" in err
         assert marked.wait_clean(10) == Leftovers()
     finally:
         marked.kill_all()
