@@ -74,8 +74,12 @@ class ProviderProcess:
         tool_hints: Mapping[str, bool] | None = None,
         new_port_on_wipe: bool = False,
         forks: ForkServer | None = None,
+        persona: str | None = None,
     ) -> None:
+        #: The kind (idempotent, plain, unqueryable), a persona's too: what the harness
+        #: decides by. ``persona`` is the real API it speaks over it (stripe), or None.
         self.kind = kind
+        self.persona = persona
         #: "http", or "mcp": the kind's tools are served at ``url + "/mcp"`` too.
         self.transport = transport
         self.tool_hints = dict(tool_hints) if tool_hints else None
@@ -166,8 +170,14 @@ class ProviderProcess:
     ) -> None:
         self.close()
 
+    @property
+    def wire(self) -> str:
+        """What the provider process is started as: its persona, else its kind."""
+        return self.persona or self.kind
+
     def __repr__(self) -> str:
-        return f"ProviderProcess(kind={self.kind!r}, name={self.name!r}, url={self.url!r})"
+        persona = f", persona={self.persona!r}" if self.persona else ""
+        return f"ProviderProcess(kind={self.kind!r}{persona}, name={self.name!r}, url={self.url!r})"
 
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -176,7 +186,7 @@ class ProviderProcess:
     def _settings(self) -> dict[str, Any]:
         """How this provider starts: the fork server's request, and the command line."""
         return {
-            "kind": self.kind,
+            "kind": self.wire,
             "port": self.port,
             "state": str(self.state_path),
             "name": self.name,
@@ -194,7 +204,7 @@ class ProviderProcess:
             "-m",
             "fake_providers",
             "--kind",
-            self.kind,
+            self.wire,
             "--port",
             str(self.port),
             "--state",
@@ -263,7 +273,7 @@ class ProviderProcess:
         except BrokenPipeError:
             code = proc.wait()
             raise ProviderError(
-                f"{self.kind} provider exited with {code} before reading its secret: "
+                f"{self.wire} provider exited with {code} before reading its secret: "
                 f"{self._log_tail()}"
             ) from None
 
@@ -279,14 +289,14 @@ class ProviderProcess:
                 left = deadline - time.monotonic()
                 if left <= 0 or not sel.select(left):
                     raise ProviderError(
-                        f"{self.kind} provider on port {self.port} was not ready within "
+                        f"{self.wire} provider on port {self.port} was not ready within "
                         f"{self._startup_timeout_s:g} s; see {self.log_path}"
                     )
                 chunk = os.read(out.fileno(), 4096)
                 if not chunk:
                     code = proc.wait()
                     raise ProviderError(
-                        f"{self.kind} provider exited with {code} before it was ready "
+                        f"{self.wire} provider exited with {code} before it was ready "
                         f"(port {self.port}, state {self.state_path}): {self._log_tail()}"
                     )
                 buf += chunk
@@ -321,6 +331,7 @@ def start_provider(
     tool_hints: Mapping[str, bool] | None = None,
     new_port_on_wipe: bool = False,
     forks: ForkServer | None = None,
+    persona: str | None = None,
 ) -> ProviderProcess:
     """Start a ``kind`` provider on loopback; returns once it answers.
 
@@ -334,10 +345,23 @@ def start_provider(
     ``new_port_on_wipe``: each ``wipe()`` moves it to a new port (``url`` follows).
     ``forks``: fork it warm from that fork server (a pool's), launching it only if the
     fork server cannot.
+
+    ``kind`` may name a persona (``"stripe"``), or ``persona`` may name one over its
+    ``kind`` (``"idempotent", persona="stripe"``): either way the process speaks the
+    persona, and its ``kind`` is the persona's kind, which is what the harness decides by.
     """
     if kind not in KINDS and kind not in PERSONA_KINDS:
         known = ", ".join((*KINDS, *PERSONA_KINDS))
         raise ProviderError(f"provider kind={kind!r} is unknown; use one of {known}")
+    if kind in PERSONA_KINDS:
+        if persona not in (None, kind):
+            raise ProviderError(f"provider kind={kind!r} is a persona; persona={persona!r} too")
+        kind, persona = PERSONA_KINDS[kind], kind
+    elif persona is not None and PERSONA_KINDS.get(persona) != kind:
+        raise ProviderError(
+            f"provider persona={persona!r} is not a persona over kind={kind!r}; use one of "
+            + ", ".join(p for p, k in PERSONA_KINDS.items() if k == kind)
+        )
     if transport not in TRANSPORTS:
         raise ProviderError(
             f"provider transport={transport!r} is unknown; use one of {', '.join(TRANSPORTS)}"
@@ -351,7 +375,7 @@ def start_provider(
     p = ProviderProcess(
         kind,
         state_path=state_path,
-        name=name or kind,
+        name=name or persona or kind,
         port=port,
         key_ttl_s=key_ttl_s,
         peer_pids=peer_pids,
@@ -362,6 +386,7 @@ def start_provider(
         tool_hints=tool_hints,
         new_port_on_wipe=new_port_on_wipe,
         forks=forks,
+        persona=persona,
     )
     return p
 

@@ -542,7 +542,15 @@ def doctor() -> None:
     is_flag=True,
     help="Add a [tool.crashpoint] table to ./pyproject.toml instead of crashpoint.toml.",
 )
-def init(lang: str | None, force: bool, pyproject: bool) -> None:
+@click.option(
+    "--provider",
+    "providers",
+    multiple=True,
+    metavar="[NAME=]KIND",
+    help="A [[providers]] block of this kind or persona (stripe, slack, sendgrid, resend, "
+    "github, openai), with its SDK's base-URL line; repeat for more.  [default: idempotent]",
+)
+def init(lang: str | None, force: bool, pyproject: bool, providers: tuple[str, ...]) -> None:
     """Write a commented crashpoint.toml for the worker here.
 
     Also copies the failpoint client for its language beside it and prints the
@@ -550,7 +558,9 @@ def init(lang: str | None, force: bool, pyproject: bool) -> None:
     """
     from harness.commands.init import init_command
 
-    sys.exit(init_command(Path.cwd(), lang=lang, force=force, pyproject=pyproject))
+    sys.exit(
+        init_command(Path.cwd(), lang=lang, force=force, pyproject=pyproject, providers=providers)
+    )
 
 
 @main.command("check-config")

@@ -54,6 +54,7 @@ def results_document(
     environment: dict[str, Any],
 ) -> dict[str, Any]:
     trials = [r.to_json(replay_command(spec, r.cell)) for r in results]
+    _name_personas(trials, spec.target)
     finished = time.time()
     return {
         "schema": RESULTS_SCHEMA,
@@ -69,6 +70,20 @@ def results_document(
         "summary": summarize(trials),
         "not_applicable": grouped(spec.not_applicable),
     }
+
+
+def _name_personas(trials: Sequence[dict[str, Any]], target: Mapping[str, Any]) -> None:
+    """``persona`` in each trial whose provider speaks a real API's wire (``stripe``):
+    ``provider`` stays its kind, which is what the scenarios and the oracle went by."""
+    declared = target.get("providers") if isinstance(target, Mapping) else None
+    rows = declared if isinstance(declared, list) else []
+    personas = {
+        p.get("name"): p.get("persona") for p in rows if isinstance(p, Mapping) and p.get("persona")
+    }
+    for t in trials:
+        persona = personas.get(t.get("provider_name"))
+        if persona is not None:
+            t["persona"] = persona
 
 
 def exit_code(

@@ -400,6 +400,10 @@ class Trial:
         )
         if self.network is not None and not direct and "CRASHPOINT_LEDGER_DSN" in env:
             env["CRASHPOINT_LEDGER_DSN"] = self.network.ledger_dsn(env["CRASHPOINT_LEDGER_DSN"])
+        # A command target's [[providers]] env: the same URLs, where the worker's SDK looks.
+        aliases = getattr(target, "url_aliases", None)
+        if aliases is not None:
+            env.update(aliases(env))
         env["CRASHPOINT_WORKER_ID"] = name
         if recovery:
             env["CRASHPOINT_RECOVERY"] = "1"

@@ -30,6 +30,10 @@ class TraceRow:
     recorded_ref: str | None
     event: int | None
     effect_id: int | None = None
+    #: The request that made the effect, ``METHOD /path`` (from its arrival event), and
+    #: the persona of the provider it was made at (``stripe``; None: the kind's own API).
+    endpoint: str | None = None
+    persona: str | None = None
 
     @property
     def traced(self) -> bool:
@@ -75,9 +79,33 @@ def trace_of(trial: Trial, run_id: str) -> tuple[TraceRow, ...]:
                 recorded_ref=_text(row.get("recorded_ref")),
                 event=_index(row.get("event"), trial),
                 effect_id=_int(row.get("effect_id")),
+                endpoint=_endpoint(trial, _index(row.get("event"), trial)),
+                persona=_persona(trial, _text(row.get("provider"))),
             )
         )
     return tuple(out)
+
+
+def _endpoint(trial: Trial, commit: int | None) -> str | None:
+    """``METHOD /path`` of the write whose commit is event ``commit``."""
+    if commit is None:
+        return None
+    done = trial.events[commit]
+    arrival = done.fields.get("arrival_id")
+    for e in trial.events:
+        if e.kind == "arrival" and e.source == done.source and e.fields.get("id") == arrival:
+            method, path = e.fields.get("method"), e.fields.get("path")
+            if isinstance(method, str) and isinstance(path, str):
+                return f"{method} {path}"
+    return None
+
+
+def _persona(trial: Trial, provider: str | None) -> str | None:
+    """The persona of the trial's provider (results.json ``persona``), for its rows."""
+    persona = _text(trial.extra.get("persona"))
+    return (
+        persona if provider is not None and provider == trial.extra.get("provider_name") else None
+    )
 
 
 def review_of(trial: Trial) -> tuple[ReviewRow, ...]:

@@ -50,6 +50,7 @@ from harness.targets.config import (
     find_config,
     load_config,
 )
+from harness.targets.personas import write_hint
 
 JOB = "j-0001"
 #: The boundaries a job passes when nothing goes wrong, in order.
@@ -107,6 +108,9 @@ class Seen:
     worker_log: str = ""
     #: Why the enqueue command failed; the worker is then never started.
     enqueue_error: str | None = None
+    #: Persona provider name -> every request the worker sent it, as ``(method, path,
+    #: status)``: a path the persona does not serve is recorded nowhere else.
+    tapped: dict[str, list[Any]] = field(default_factory=dict)
 
 
 def check_config_command(
@@ -154,7 +158,7 @@ def static_lines(config: CommandConfig) -> list[Line]:
             )
     if not lines:
         names = ", ".join(
-            f"{p.name} ({p.kind}{', over MCP' if p.transport == 'mcp' else ''})"
+            f"{p.name} ({_wire(p)}{', over MCP' if p.transport == 'mcp' else ''})"
             for p in config.providers
         )
         lines.append(Line(OK, f"configuration is valid: providers {names}"))
@@ -167,6 +171,7 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
     from harness.backends import get_backend
     from harness.rendezvous import Rendezvous
     from harness.targets.command import CommandAdapter
+    from harness.targets.wiretap import WireTap
     from harness.watchdog import Watchdog
 
     settings = trial_config(config.lease_ttl_s, None)
@@ -185,10 +190,17 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
             )
             for i, p in enumerate(config.providers)
         }
+        # A persona's worker is watched through a tap: its 404s are recorded nowhere else.
+        taps = {
+            p.name: stack.enter_context(WireTap(providers[p.name].url))
+            for p in config.providers
+            if p.persona is not None
+        }
         rendezvous = stack.enter_context(Rendezvous(work / "failpoints.sock"))
         env = {k: v for k, v in os.environ.items() if k != RECOVERY}
         for p in config.providers:
-            env[provider_env_var(p.name)] = providers[p.name].url
+            tap = taps.get(p.name)
+            env[provider_env_var(p.name)] = tap.url if tap is not None else providers[p.name].url
             env[provider_kind_var(p.name)] = p.kind
         env[FAILPOINTS] = str(rendezvous.path)
         adapter = CommandAdapter(config, trial_dir=work)
@@ -202,6 +214,7 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
             lease_ttl_s=settings.lease_ttl_s,
             http_timeout_s=settings.http_timeout_s,
         )
+        worker_env |= adapter.url_aliases(worker_env)
         try:
             adapter.enqueue(JOB, first, {"job_id": JOB, "amount_cents": 4200})
         except ConfigError as exc:
@@ -217,6 +230,7 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
                 break
         time.sleep(SETTLE_S)  # late failpoints (after_local_write) and a second effect
         _look(seen, providers, adapter, rendezvous)
+        seen.tapped = {name: list(tap.seen) for name, tap in taps.items()}
         seen.waited_s = time.monotonic() - t0
         seen.worker_exit = None if worker.alive() else worker.returncode
         seen.worker_log = _tail(adapter.state_dir / "w1.stderr.log")
@@ -241,9 +255,11 @@ def judge(seen: Seen) -> list[Line]:
         )
     for p in config.providers:
         lines.append(_provider_line(seen, p, first=p.name == first.name))
+        if p.persona is not None:
+            lines.extend(_persona_lines(seen, p))
     writes = [a for a in seen.arrivals.get(first.name, []) if a.kind == "write"]
     if writes:
-        lines.append(_write_line(writes[0], first.kind))
+        lines.append(_write_line(writes[0], first.kind, persona=first.persona))
     lines.append(_failpoint_line(seen))
     lines.append(_status_line(seen))
     lines.append(_effect_line(seen))
@@ -256,16 +272,56 @@ def _provider_line(seen: Seen, p: ProviderDecl, *, first: bool) -> Line:
     var = provider_env_var(name)
     if arrivals:
         shown = ", ".join(f"{a.method} {a.path} {a.status or 'no answer'}" for a in arrivals[:3])
-        return Line(OK, f"the worker read {var}: {len(arrivals)} request(s) at {name} ({shown})")
+        read = f"{var} (or {p.env})" if p.env else var
+        return Line(OK, f"the worker read {read}: {len(arrivals)} request(s) at {name} ({shown})")
     if not first:
         return Line(SKIP, f"no request at {name} (the check's one job is for another provider)")
-    return Line(
-        FAIL,
-        f"no request reached provider {name} in {seen.waited_s:.0f} s",
-        f"read the URL from {var} and POST {_WRITE_PATH[p.kind]} there for each job"
-        if p.transport == "http"
-        else f"read the URL from {var} and call its tool {_TOOL[p.kind]} at URL/mcp for each job",
+    if p.persona is not None and seen.tapped.get(name):
+        # Requests came, none the persona serves: _persona_lines names them.
+        return Line(WARN, f"the worker read {var}, but {name} served none of its requests")
+    if p.persona is not None:
+        fix = f"point the {p.persona} SDK at the URL in {var}" + (f" (or {p.env})" if p.env else "")
+        fix += f" and make {write_hint(p.persona)}"
+    elif p.transport == "http":
+        fix = f"read the URL from {var} and POST {_WRITE_PATH[p.kind]} there for each job"
+    else:
+        fix = f"read the URL from {var} and call its tool {_TOOL[p.kind]} at URL/mcp for each job"
+    return Line(FAIL, f"no request reached provider {name} in {seen.waited_s:.0f} s", fix)
+
+
+def _wire(p: ProviderDecl) -> str:
+    """A provider's kind as the file names it: ``stripe over idempotent``, or the kind."""
+    return f"{p.persona} over {p.kind}" if p.persona is not None else p.kind
+
+
+def _persona_lines(seen: Seen, p: ProviderDecl) -> list[Line]:
+    """The persona calls the worker made, and any it made to a path the persona lacks."""
+    assert p.persona is not None
+    arrivals = seen.arrivals.get(p.name, [])
+    calls = list(
+        dict.fromkeys(f"{a.method} {a.path.split('?', 1)[0]} ({a.kind})" for a in arrivals)
     )
+    lines = []
+    if calls:
+        lines.append(Line(OK, f"{p.persona}: {', '.join(calls)}"))
+    served = {(a.method, a.path.split("?", 1)[0]) for a in arrivals}
+    unserved = list(
+        dict.fromkeys(
+            f"{t.method} {t.path}"
+            for t in seen.tapped.get(p.name, [])
+            if t.status in (404, 405) and (t.method, t.path) not in served
+        )
+    )
+    if unserved:
+        lines.append(
+            Line(
+                FAIL,
+                f"the worker called {', '.join(unserved)}, which the {p.persona} persona does "
+                "not serve (404)",
+                f"make {write_hint(p.persona)}; docs/providers.md lists what it serves",
+            )
+        )
+    return lines
 
 
 #: What a refused write most likely lacks, by the provider's status.
@@ -276,7 +332,7 @@ _REFUSED = {
 }
 
 
-def _write_line(write: Any, kind: str) -> Line:
+def _write_line(write: Any, kind: str, *, persona: str | None = None) -> Line:
     if kind == "idempotent" and not write.idempotency_key:
         return Line(
             FAIL,
@@ -287,22 +343,31 @@ def _write_line(write: Any, kind: str) -> Line:
         return Line(
             FAIL,
             f"the provider refused the write with {write.status}",
-            _REFUSED.get(write.status, "see the provider contract in fake_providers/README.md"),
+            f"make {write_hint(persona)}"
+            if persona is not None
+            else _REFUSED.get(
+                write.status, "see the provider contract in fake_providers/README.md"
+            ),
         )
     if write.job_id != JOB:
         return Line(
             FAIL,
             f"the write carries job_id {write.job_id!r}, not {JOB!r}",
-            "send the payload file's body unchanged: the provider reads job_id from it",
+            f"put the job's id where the {persona} persona reads it: {write_hint(persona)}"
+            if persona is not None
+            else "send the payload file's body unchanged: the provider reads job_id from it",
         )
     if kind != "idempotent" and not write.client_marker:
         return Line(
             FAIL,
-            "the write has no client_marker in its body",
-            "add one derived from the job id, so a retry can look it up first",
+            "the write has no client_marker"
+            + (f" where the {persona} persona reads it" if persona else " in its body"),
+            "add one derived from the job id, so a retry can look it up first"
+            + (f" ({write_hint(persona)})" if persona else ""),
         )
     key = write.idempotency_key or write.client_marker
-    return Line(OK, f"the write for {JOB} carries {key!r} and the job's body")
+    carried = "the job's id" if persona is not None else "the job's body"
+    return Line(OK, f"the write for {JOB} carries {key!r} and {carried}")
 
 
 def _failpoint_line(seen: Seen) -> Line:

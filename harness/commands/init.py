@@ -31,7 +31,9 @@ from rich.console import Console
 from harness.commands.console import stdout
 from harness.contract import env
 from harness.contract.errors import ConfigError
-from harness.targets.config import CONFIG_FILE, PYPROJECT
+from harness.contract.vocabulary import PERSONA_KINDS, PROVIDER_KINDS
+from harness.targets.config import CONFIG_FILE, KIND_NAMES, PYPROJECT
+from harness.targets.personas import GUIDES, base_url_line, sdk_env
 
 #: The scenario of the first run: it needs only a failpoint and a stable key.
 FIRST_SCENARIO = "crash_before_external_call"
@@ -67,6 +69,8 @@ class Plan:
     client: tuple[str, str]
     #: How the worker loads the client and calls a failpoint, in its language.
     usage: tuple[str, ...]
+    #: Each ``[[providers]]`` block's ``(name, kind)``; ``provider`` is the first's name.
+    providers: tuple[tuple[str, str], ...] = ()
 
     def placeholders(self) -> list[tuple[str, str]]:
         """``(key, value)`` for every value the user still has to replace."""
@@ -91,9 +95,12 @@ def guess_lang(directory: Path) -> str:
     )
 
 
-def plan(directory: Path, lang: str) -> Plan:
-    """Everything init would write for ``directory``, before anything is written."""
+def plan(directory: Path, lang: str, providers: Sequence[str] = ()) -> Plan:
+    """Everything init would write for ``directory``, before anything is written;
+    ``providers`` are ``--provider`` values: a kind or persona (``stripe``), or
+    ``NAME=KIND`` (``billing=stripe``)."""
     package = _json(directory / "package.json") if lang == "node" else {}
+    declared = provider_blocks(providers, _guess_provider(directory, lang))
     return Plan(
         lang=lang,
         name=_guess_name(directory, lang, package),
@@ -101,16 +108,48 @@ def plan(directory: Path, lang: str) -> Plan:
         enqueue=_beside(directory, lang, "enqueue", "{job_id}", "{payload_file}")
         or ("<enqueue program>", "{job_id}", "{payload_file}"),
         status=_beside(directory, lang, "status", "{job_id}"),
-        provider=_guess_provider(directory, lang),
+        provider=declared[0][0],
         client=_client(lang, esm=package.get("type") == "module"),
         usage=_usage(directory, lang, esm=package.get("type") == "module"),
+        providers=declared,
     )
+
+
+def provider_blocks(values: Sequence[str], guessed: str) -> tuple[tuple[str, str], ...]:
+    """``(name, kind)`` per ``--provider`` value; the first is named as the worker
+    already reads it (``guessed``), the others after their kind. None given: one
+    idempotent provider."""
+    out: list[tuple[str, str]] = []
+    for i, value in enumerate(values or ("idempotent",)):
+        name, sep, kind = value.partition("=")
+        if not sep:
+            name, kind = (guessed if i == 0 else value), value
+        if kind not in KIND_NAMES:
+            raise ConfigError(f"--provider {value!r}: {kind!r} is {_unknown(kind)}")
+        if not env.provider_env_name(name):
+            raise ConfigError(f"--provider {value!r}: name {name!r} has no letter or digit")
+        if any(env.provider_env_var(n) == env.provider_env_var(name) for n, _ in out):
+            raise ConfigError(
+                f"--provider {value!r}: a provider named {name!r} is declared already; "
+                "name this one with NAME=KIND"
+            )
+        out.append((name, kind))
+    return tuple(out)
+
+
+def _unknown(kind: str) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(kind.lower(), KIND_NAMES, n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    return f"not a kind or persona; {hint}use one of {', '.join(KIND_NAMES)}"
 
 
 def render(p: Plan, *, prefix: str = "") -> str:
     """The configuration text; ``prefix`` is ``tool.crashpoint.`` inside pyproject.toml."""
     text = (templates() / "crashpoint.toml.in").read_text(encoding="utf-8")
     status = p.status or (*_runner(p.lang, f"status{_SOURCE_SUFFIXES[p.lang]}"), "{job_id}")
+    first_kind = p.providers[0][1] if p.providers else "idempotent"
     return string.Template(text).substitute(
         lang=_LANG_NAMES[p.lang],
         t=prefix,
@@ -121,6 +160,50 @@ def render(p: Plan, *, prefix: str = "") -> str:
         provider=_toml(p.provider),
         url_var=env.provider_env_var(p.provider),
         env_block=_env_block(p),
+        kind=_toml(first_kind),
+        persona_note=_persona_note(p.lang, p.provider, first_kind),
+        more_providers="".join(
+            _provider_block(p.lang, name, kind, prefix) for name, kind in p.providers[1:]
+        ),
+    )
+
+
+def _persona_note(lang: str, name: str, kind: str) -> str:
+    """After a persona's ``kind`` line: the SDK's base-URL line for the worker's
+    language, and ``env`` when the SDK reads a variable of its own."""
+    if kind not in PERSONA_KINDS:
+        return ""
+    var = env.provider_env_var(name)
+    line = base_url_line(kind, lang, var)
+    guide = GUIDES[kind]
+    out = [f"# The {kind} persona ({PERSONA_KINDS[kind]} underneath): {guide.write}, the job's"]
+    out.append(f"# id in {guide.job_id}.")
+    if line is not None:
+        out += ["# Point the SDK at it:", f"#   {line}"]
+    else:
+        suffix = f' + "{guide.suffix}"' if guide.suffix else ""
+        out.append(f"# Point your HTTP client at {var}{suffix}.")
+    own = sdk_env(kind, lang)
+    if own is not None:
+        out += [
+            f"# The SDK reads {own} by itself: crashpoint puts the base URL there too.",
+            f'env = "{own}"',
+        ]
+    else:
+        out.append(
+            "# Or name a variable your worker reads the base URL from (optional):"
+            f'\n# env = "{kind.upper()}_API_BASE"'
+        )
+    return "\n" + "\n".join(out)
+
+
+def _provider_block(lang: str, name: str, kind: str, prefix: str) -> str:
+    """A further ``[[providers]]`` block, for each ``--provider`` after the first."""
+    what = "a kind of crashpoint's own" if kind in PROVIDER_KINDS else f"the {kind} persona"
+    return (
+        f"\n\n[[{prefix}providers]]\n# {what}; the worker reads its URL from "
+        f"{env.provider_env_var(name)}.\nname = {_toml(name)}\nkind = {_toml(kind)}"
+        + _persona_note(lang, name, kind)
     )
 
 
@@ -150,10 +233,11 @@ def init_command(
     force: bool,
     pyproject: bool,
     console: Console | None = None,
+    providers: Sequence[str] = (),
 ) -> int:
     """Write the configuration and the client; print what to do next."""
     console = console or stdout
-    p = plan(directory, lang or guess_lang(directory))
+    p = plan(directory, lang or guess_lang(directory), providers)
     client = directory / p.client[0]
     if pyproject:
         config = directory / PYPROJECT

@@ -71,7 +71,15 @@ def resolve_target(
         declared = [(p.name, p.kind) for p in command.providers]
         return ResolvedTarget(
             command,
-            {"name": command.name, "kind": "command", "mutant": None},
+            {
+                "name": command.name,
+                "kind": "command",
+                "mutant": None,
+                "providers": [
+                    {"name": p.name, "kind": p.kind, "persona": p.persona}
+                    for p in command.providers
+                ],
+            },
             ["-c", str(config_path)],
             declared,
             command.lease_ttl_s,

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.contract.env import FAILPOINTS, STATE_DIR
+from harness.contract.env import FAILPOINTS, STATE_DIR, provider_env_var
 from harness.contract.errors import ConfigError
 from harness.history import Event
 from harness.observe import ProviderLog
@@ -185,8 +185,21 @@ class CommandAdapter:
         return [(p.name, p.kind) for p in self.config.providers]
 
     def provider_options(self) -> Mapping[str, Mapping[str, Any]]:
-        """The declared transports: a provider with ``transport = "mcp"`` is a tool server."""
+        """How each declared provider starts besides its kind: its persona (``kind =
+        "stripe"``: the idempotent kind speaking Stripe's API), or its transport (a
+        provider with ``transport = "mcp"`` is a tool server)."""
         return {p.name: p.start_options() for p in self.config.providers if p.start_options()}
+
+    def url_aliases(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The ``[[providers]] env`` variables for a worker whose environment is ``env``:
+        each the SDK's base URL (a persona's suffix added) of the URL the worker gets in
+        ``CRASHPOINT_PROVIDER_<NAME>_URL``, proxied or not, so the two always agree."""
+        out: dict[str, str] = {}
+        for p in self.config.providers:
+            url = env.get(provider_env_var(p.name))
+            if url is not None:
+                out |= p.env_alias(url)
+        return out
 
     def setup(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -203,7 +216,7 @@ class CommandAdapter:
         worker)."""
         env = {**(self.env or os.environ), **self._settings, STATE_DIR: str(self.state_dir)}
         env.pop(FAILPOINTS, None)
-        return env
+        return env | self.url_aliases(env)
 
     def enqueue(
         self,

@@ -35,6 +35,10 @@ name = "tickets"
 kind = "idempotent"
 transport = "mcp"                     # optional: "http" (default) or "mcp"
 tool_hints = { idempotentHint = true }  # optional, mcp only: what its write tool declares
+[[providers]]                         # a persona: a real API's wire format over its kind
+name = "payments"
+kind = "stripe"                       # stripe, slack, sendgrid, resend, github, openai
+env = "STRIPE_API_BASE"               # optional: the SDK's base URL in this variable too
 ```
 
 Everything is checked before a worker starts: a mistake is one :class:`ConfigError` line
@@ -44,6 +48,7 @@ silently ignored means its default is tested instead, and nobody notices.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import string
@@ -57,7 +62,8 @@ from fake_providers.tools import HINTS as TOOL_HINTS
 from fake_providers.tools import TRANSPORTS
 from harness.contract.env import provider_env_name, provider_env_var
 from harness.contract.errors import ConfigError
-from harness.contract.vocabulary import PROVIDER_KINDS
+from harness.contract.vocabulary import PERSONA_KINDS, PROVIDER_KINDS
+from harness.targets.personas import sdk_base_url
 
 CONFIG_FILE = "crashpoint.toml"
 PYPROJECT = "pyproject.toml"
@@ -84,7 +90,9 @@ _STEP_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 DOCKER_KEYS = ("image", "build", "env", "workdir", "mounts", "user")
 MOUNT_KEYS = ("source", "target", "read_only")
 DOCKERFILE = "Dockerfile"
-PROVIDER_KEYS = ("name", "kind", "transport", "tool_hints")
+PROVIDER_KEYS = ("name", "kind", "transport", "tool_hints", "env")
+#: What ``kind`` may name: a kind, or a persona over one.
+KIND_NAMES = (*PROVIDER_KINDS, *PERSONA_KINDS)
 #: The only names a template may use; the harness fills them per job.
 PLACEHOLDERS = ("job_id", "payload_file")
 MAX_WORKERS = 64
@@ -138,16 +146,33 @@ _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(?::[A-Za-z0-9_][A-Za-z0-9_.-]*
 @dataclass(frozen=True)
 class ProviderDecl:
     name: str
+    #: The provider's kind (idempotent, plain, unqueryable): what every decision by kind
+    #: (the oracle's, the scenarios', fault arming) sees, a persona's included.
     kind: str
     transport: str = "http"
     #: The write tool's annotations where they differ from the kind's honest ones (mcp).
     tool_hints: tuple[tuple[str, bool], ...] = ()
+    #: The real API the provider speaks over its kind (``kind = "stripe"`` in the file);
+    #: None: the kind's own API.
+    persona: str | None = None
+    #: A further variable the worker gets the SDK's base URL in (``STRIPE_API_BASE``).
+    env: str | None = None
+
+    @property
+    def wire(self) -> str:
+        """What ``kind`` says in the file: the persona, else the kind."""
+        return self.persona or self.kind
 
     def start_options(self) -> dict[str, Any]:
         """What ``start_provider`` needs besides kind and name to start this one."""
-        if self.transport == "http":
-            return {}
-        return {"transport": self.transport, "tool_hints": dict(self.tool_hints) or None}
+        options: dict[str, Any] = {"persona": self.persona} if self.persona else {}
+        if self.transport != "http":
+            options |= {"transport": self.transport, "tool_hints": dict(self.tool_hints) or None}
+        return options
+
+    def env_alias(self, url: str) -> dict[str, str]:
+        """``{env: the SDK's base URL}`` for a provider at ``url``; empty without ``env``."""
+        return {self.env: sdk_base_url(self.persona, url)} if self.env else {}
 
 
 @dataclass(frozen=True)
@@ -818,9 +843,12 @@ class _Schema:
             self.known(entry, where, PROVIDER_KEYS, label="[[providers]]")
             name = self.string(entry, where, "name", example='"billing"')
             kind = self.string(entry, where, "kind")
-            if kind not in PROVIDER_KINDS:
+            if kind not in KIND_NAMES:
+                near = difflib.get_close_matches(kind.lower(), KIND_NAMES, n=1, cutoff=0.6)
                 raise self.fail(
-                    f"{where}kind", f"is {_shown(kind)}", f"use one of {', '.join(PROVIDER_KINDS)}"
+                    f"{where}kind",
+                    f"is {_shown(kind)}" + (f" (did you mean {_shown(near[0])}?)" if near else ""),
+                    f"use one of {', '.join(KIND_NAMES)}",
                 )
             if not provider_env_name(name):
                 raise self.fail(
@@ -849,10 +877,52 @@ class _Schema:
                     f"is {_shown(transport)}",
                     f"use one of {', '.join(_shown(t) for t in TRANSPORTS)} (default http)",
                 )
+            persona = kind if kind in PERSONA_KINDS else None
+            if persona is not None and transport != "http":
+                raise self.fail(
+                    f"{where}transport",
+                    f"is {_shown(transport)} on the {persona} persona, which speaks HTTP only",
+                    f'drop transport, or use kind = "{PERSONA_KINDS[persona]}" for an MCP tool',
+                )
+            alias = self.url_env(entry, where, decls)
             decls.append(
-                ProviderDecl(name, kind, transport, self.tool_hints(entry, where, transport))
+                ProviderDecl(
+                    name,
+                    PERSONA_KINDS.get(kind, kind),
+                    transport,
+                    self.tool_hints(entry, where, transport),
+                    persona=persona,
+                    env=alias,
+                )
             )
         return tuple(decls)
+
+    def url_env(
+        self, entry: Mapping[str, Any], where: str, decls: list[ProviderDecl]
+    ) -> str | None:
+        """``env``: a variable of the worker's own that gets the SDK's base URL too."""
+        if "env" not in entry:
+            return None
+        alias = self.string(entry, where, "env", example='"STRIPE_API_BASE"')
+        if not _ENV_NAME.fullmatch(alias):
+            raise self.fail(
+                f"{where}env",
+                f"{_shown(alias)} is not an environment variable name",
+                'use letters, digits and _ (not first a digit), like env = "STRIPE_API_BASE"',
+            )
+        if alias.startswith("CRASHPOINT_"):
+            raise self.fail(
+                f"{where}env",
+                f"{_shown(alias)} is a name the harness sets itself",
+                "name the variable your SDK or worker reads, like STRIPE_API_BASE",
+            )
+        if any(d.env == alias for d in decls):
+            raise self.fail(
+                f"{where}env",
+                f"{_shown(alias)} is given to two providers",
+                "give each provider's URL its own variable",
+            )
+        return alias
 
     def tool_hints(
         self, entry: Mapping[str, Any], where: str, transport: str

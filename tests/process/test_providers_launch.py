@@ -204,8 +204,11 @@ def test_serve_refuses_non_loopback_hosts(tmp_path: Path, host: str) -> None:
 
 
 def test_unknown_kind_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ProviderError, match="kind='stripe'"):
-        start_provider("stripe", state_path=tmp_path / "s.db")
+    # "stripe" names a persona now; a kind nothing serves is refused before any start.
+    with pytest.raises(ProviderError, match="kind='strpe'"):
+        start_provider("strpe", state_path=tmp_path / "s.db")
+    with pytest.raises(ProviderError, match="persona='slack' is not a persona over"):
+        start_provider("idempotent", persona="slack", state_path=tmp_path / "s.db")
 
 
 def test_malformed_http_gets_problem_json(provider: ProviderProcess) -> None:
