@@ -78,8 +78,8 @@ class Plan:
         return [(k, a) for k, argv in argvs.items() for a in argv if PLACEHOLDER.match(a)]
 
 
-def guess_lang(directory: Path) -> str:
-    """The worker's language from the files in ``directory``."""
+def guess_lang(directory: Path) -> str | None:
+    """The worker's language from the files in ``directory``, or None if they say none."""
     names = {p.name for p in directory.iterdir()}
     if "worker.js" in names or "package.json" in names:
         return "node"
@@ -89,10 +89,11 @@ def guess_lang(directory: Path) -> str:
         return "python"
     if any(n.endswith(".sh") for n in names):
         return "shell"
-    raise ConfigError(
-        f"{directory}: cannot tell the worker's language (no package.json, go.mod, *.py "
-        "or *.sh here); pass --lang python, node, go or shell"
-    )
+    return None
+
+
+#: What ``init`` writes for when nothing here tells the language (an empty directory).
+DEFAULT_LANG = "python"
 
 
 def plan(directory: Path, lang: str, providers: Sequence[str] = ()) -> Plan:
@@ -237,7 +238,20 @@ def init_command(
 ) -> int:
     """Write the configuration and the client; print what to do next."""
     console = console or stdout
-    p = plan(directory, lang or guess_lang(directory), providers)
+    if lang is None:
+        lang = guess_lang(directory)
+        if lang is None:
+            # An empty directory is where a new user starts: a Python skeleton they can
+            # change beats a stop to ask for a flag; the first line says so.
+            lang = DEFAULT_LANG
+            console.print(
+                f"crashpoint init: nothing here tells the worker's language (no package.json, "
+                f"go.mod, *.py or *.sh); writing for {lang} (--lang node, go or shell for another)",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+    p = plan(directory, lang, providers)
     client = directory / p.client[0]
     if pyproject:
         config = directory / PYPROJECT

@@ -89,9 +89,17 @@ def test_guesses_come_from_the_directory(tmp_path: Path) -> None:
     assert load_config(config).status == p.status
 
 
-def test_the_language_is_guessed_or_asked_for(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="pass --lang"):
-        init_command(tmp_path, lang=None, force=False, pyproject=False, console=_quiet())
+def test_an_empty_directory_gets_python_and_is_told_so(tmp_path: Path) -> None:
+    # It used to stop and ask for --lang: a new user's first command, refused.
+    code, out = init(tmp_path)
+    assert code == 0, out
+    assert out.splitlines()[0].startswith("crashpoint init: nothing here tells the worker's")
+    assert "writing for python" in out
+    assert (tmp_path / "crashpoint.toml").is_file()
+    assert load_config(tmp_path / "crashpoint.toml").command[0].startswith("python")
+
+
+def test_the_language_is_guessed_from_the_files_here(tmp_path: Path) -> None:
     (tmp_path / "go.mod").write_text("module example.com/team/biller\n")
     init_command(tmp_path, lang=None, force=False, pyproject=False, console=_quiet())
     config = load_config(tmp_path / "crashpoint.toml")
