@@ -20,7 +20,6 @@ from harness.commands.init import (
     render,
     templates,
 )
-from harness.contract.errors import ConfigError
 from harness.targets.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
