@@ -524,9 +524,10 @@ class _Schema:
     ) -> None:
         for key in table:
             if key not in keys:
+                near = difflib.get_close_matches(str(key), keys, n=1, cutoff=0.6)
                 raise self.fail(
                     f"{where}{_key_name(key)}",
-                    "is not a known key",
+                    "is not a known key" + (f" (did you mean {_shown(near[0])}?)" if near else ""),
                     f"{label} allows {', '.join(keys)}",
                 )
 

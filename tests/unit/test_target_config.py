@@ -145,7 +145,7 @@ def test_pyproject_tool_crashpoint_holds_the_same_keys(tmp_path: Path) -> None:
 def test_pyproject_mistakes_name_the_tool_table(tmp_path: Path) -> None:
     body = "[tool.crashpoint.target]\nname = 'w'\nwrokers = 2\n"
     message = error_line(write(tmp_path, body, name="pyproject.toml"))
-    assert "tool.crashpoint.target.wrokers is not a known key" in message
+    assert 'tool.crashpoint.target.wrokers is not a known key (did you mean "workers"?)' in message
 
 
 def test_pyproject_without_the_table(tmp_path: Path) -> None:
@@ -180,13 +180,13 @@ MISTAKES = [
     (
         "unknown-key",
         ("lease_ttl_s = 0.5", "lease_tll_s = 0.5"),
-        "target.lease_tll_s is not a known key",
+        'target.lease_tll_s is not a known key (did you mean "lease_ttl_s"?)',
         "[target] allows name, command, workers, lease_ttl_s, enqueue, max_attempts, status",
     ),
     (
         "unknown-top-level-key",
         ('[[providers]]\nname = "billing"', '[[provider]]\nname = "billing"'),
-        "provider is not a known key",
+        'provider is not a known key (did you mean "providers"?)',
         "the top level allows target, providers",
     ),
     (
