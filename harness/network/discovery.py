@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,42 +81,89 @@ def find_toxiproxy(
     go = shutil.which("go", path=search_path)
     if go and build:
         return ToxiproxyLocation("go install", binary=build_toxiproxy(cached, go=go, env=env))
-    tried = (
-        f"TOXIPROXY_URL and TOXIPROXY_SERVER are unset, toxiproxy-server is not on "
-        f"PATH={search_path!r}, and there is no cached build at {cached}"
-    )
+    # The reason is repeated on every network cell it skips: short, and no PATH dump.
     if go:
         raise ToxiproxyUnavailable(
-            f"no Toxiproxy server: {tried}; Go is at {go}, so run `{INSTALL_HINT}` "
-            "(about a minute) or call find_toxiproxy(build=True)"
+            f"no toxiproxy-server on PATH and no cached build at {cached}; Go is at {go}, "
+            f"so run `{INSTALL_HINT}` (1-2 minutes, once)"
         )
     raise ToxiproxyUnavailable(
-        f"no Toxiproxy server: {tried}, and Go is not installed; install Go and run "
-        f"`{INSTALL_HINT}`, or set TOXIPROXY_SERVER to a toxiproxy-server binary"
+        "no toxiproxy-server on PATH, no cached build and no Go toolchain to build one: "
+        f"install Go (apt-get install golang-go) and run `{INSTALL_HINT}`, or set "
+        "TOXIPROXY_SERVER to a toxiproxy-server binary"
     )
 
 
 def build_toxiproxy(
-    dest: Path, *, go: str = "go", env: Mapping[str, str] | None = None, timeout_s: float = 900
+    dest: Path,
+    *,
+    go: str = "go",
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = 900,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
-    """``go install`` the pinned server (with its version stamped) and move it to ``dest``."""
+    """``go install`` the pinned server (with its version stamped) and move it to ``dest``.
+
+    The first build takes one to two minutes (modules to fetch, then a compile); it says
+    so, then says what Go is doing every ``PROGRESS_EVERY_S`` (``progress``, stderr by
+    default), so a first run is never a silent wait.
+    """
+    say = progress or _to_stderr
     gobin = dest.parent / "gobin"
     gobin.mkdir(parents=True, exist_ok=True)
     build_env = {**(os.environ if env is None else env), "GOBIN": str(gobin)}
     build_env["GOFLAGS"] = "-buildvcs=false"
     argv = [go, "install", "-ldflags", GO_LDFLAGS, f"{GO_PACKAGE}@v{TOXIPROXY_VERSION}"]
+    say(
+        f"crashpoint: building Toxiproxy {TOXIPROXY_VERSION} with `go install` (once; usually "
+        f"1-2 minutes, then cached at {dest})"
+    )
     try:
-        done = subprocess.run(
-            argv, env=build_env, capture_output=True, text=True, timeout=timeout_s, check=False
-        )
+        code, stderr = _run_with_progress(argv, build_env, timeout_s=timeout_s, say=say)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ToxiproxyUnavailable(f"`{' '.join(argv)}` failed: {exc}") from exc
-    if done.returncode != 0:
+    if code != 0:
         raise ToxiproxyUnavailable(
-            f"`{' '.join(argv)}` exited {done.returncode}: {done.stderr.strip()[-500:]}; "
+            f"`{' '.join(argv)}` exited {code}: {stderr.strip()[-500:]}; "
             "check network access to the Go module proxy"
         )
     # go install names the binary after its package directory ("server").
     (gobin / "server").replace(dest)
     shutil.rmtree(gobin, ignore_errors=True)
     return dest
+
+
+#: How often a build in progress says what it is doing.
+PROGRESS_EVERY_S = 10.0
+
+
+def _run_with_progress(
+    argv: list[str], env: Mapping[str, str], *, timeout_s: float, say: Callable[[str], None]
+) -> tuple[int, str]:
+    """Run ``argv``; every PROGRESS_EVERY_S, say how long it has run and Go's last line
+    (``go: downloading ...`` while it fetches modules). Returns (exit code, stderr)."""
+    lines: list[str] = []
+    started = time.monotonic()
+    with subprocess.Popen(
+        argv, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stderr is not None
+        reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
+        reader.start()
+        while True:
+            try:
+                code = proc.wait(timeout=PROGRESS_EVERY_S)
+                break
+            except subprocess.TimeoutExpired:
+                elapsed = time.monotonic() - started
+                if elapsed > timeout_s:
+                    proc.kill()
+                    raise
+                last = lines[-1].strip() if lines else "resolving modules"
+                say(f"crashpoint: still building Toxiproxy ({elapsed:.0f} s): {last}")
+        reader.join(timeout=5)
+    return code, "".join(lines)
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

@@ -58,3 +58,29 @@ def test_a_run_whose_every_cell_was_skipped_is_no_pass(tmp_path: Path) -> None:
     trials = json.loads((tmp_path / "a" / "results.json").read_text())["trials"]
     assert trials
     assert {t["verdict"] for t in trials} == {"skipped"}
+
+
+def test_a_build_says_what_it_is_doing_while_it_runs(tmp_path: Path) -> None:
+    # A fake `go` that takes its time and talks as `go install` does; the build must
+    # report before it ends (a first run printed one line, then two silent minutes).
+    from harness.network import discovery
+
+    go = tmp_path / "bin" / "go"
+    go.parent.mkdir()
+    go.write_text(
+        "#!/bin/sh\necho 'go: downloading github.com/Shopify/toxiproxy/v2 v2.12.0' >&2\n"
+        'sleep 0.3\nmkdir -p "$GOBIN" && printf "#!/bin/sh\\n" > "$GOBIN/server"\n'
+    )
+    go.chmod(0o755)
+    said: list[str] = []
+    dest = tmp_path / "cache" / "toxiproxy-server"
+    old = discovery.PROGRESS_EVERY_S
+    discovery.PROGRESS_EVERY_S = 0.1
+    try:
+        built = discovery.build_toxiproxy(dest, go=str(go), env={}, progress=said.append)
+    finally:
+        discovery.PROGRESS_EVERY_S = old
+    assert built == dest
+    assert dest.is_file()
+    assert "1-2 minutes" in said[0]
+    assert any("go: downloading github.com/Shopify/toxiproxy" in line for line in said[1:])
