@@ -8,6 +8,7 @@ What each command does is in ``harness.commands``, imported when the command run
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -132,6 +133,14 @@ def _jobs_option() -> Callable[[click.decorators.FC], click.decorators.FC]:
     )
 
 
+def _strict_default(ctx: click.Context, param: click.Parameter, value: bool | None) -> bool:
+    """--strict unless told otherwise where CI=true (every CI service sets it): a gate
+    that skipped a cell for a missing server must not pass there as if it had run it."""
+    if value is not None:
+        return value
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
 def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
     options = [
         click.option(
@@ -185,7 +194,12 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
             help="Seed of the run, for replay.  [default: random]",
         ),
         _out_option("crashpoint-out"),
-        click.option("--strict", is_flag=True, help="Exit 3 on skipped trials too."),
+        click.option(
+            "--strict/--no-strict",
+            default=None,
+            callback=_strict_default,
+            help="Exit 3 on skipped trials too.  [default: on where CI=true]",
+        ),
         click.option(
             "--fail-on-warning",
             is_flag=True,

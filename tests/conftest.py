@@ -27,6 +27,13 @@ settings.register_profile("deep", max_examples=5000, deadline=None, print_blob=T
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+@pytest.fixture(autouse=True)
+def _not_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests see crashpoint as a developer does, wherever they run: CI=true turns
+    --strict on (harness/cli.py), which the tests that mean it ask for themselves."""
+    monkeypatch.delenv("CI", raising=False)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # A cancelled CI job stops its tests with SIGTERM, which ends pytest at once: the
     # processes a test started itself (not through the harness, whose watchdog reaps

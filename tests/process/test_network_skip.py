@@ -50,6 +50,18 @@ def test_hidden_toxiproxy_skips_network_cells_and_strict_fails(tmp_path: Path) -
     assert strict.returncode == 3, strict.stderr
 
 
+def test_ci_true_makes_a_run_strict_unless_told_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = ["run", "--scenario", "reset_after_commit", "--scenario", "crash_after_external_success"]
+    args += ["--provider", "plain", "--signal", "SIGKILL", "--seed", "3"]
+    monkeypatch.setenv("CI", "true")
+    strict = crashpoint([*args, "--out", str(tmp_path / "a")], cache=tmp_path / "cache")
+    assert strict.returncode == 3, strict.stderr
+    lenient = crashpoint([*args, "--no-strict", "--out", str(tmp_path / "b")], cache=tmp_path / "c")
+    assert lenient.returncode == 0, lenient.stderr
+
+
 def test_a_run_whose_every_cell_was_skipped_is_no_pass(tmp_path: Path) -> None:
     # It used to exit 0 without --strict: a gate that had tested nothing passed.
     args = ["run", "--scenario", "reset_after_commit", "--provider", "plain", "--seed", "3"]
