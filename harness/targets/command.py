@@ -21,7 +21,8 @@ unjudged, saying why.
 
 The enqueue and status commands are the user's: when one fails, that is the
 configuration's problem, so it is a :class:`ConfigError` (exit 2) naming the command and
-the first line it wrote to stderr, never a trial verdict.
+the last lines it wrote to stderr (a traceback ends with its message; its first line
+says nothing), never a trial verdict.
 """
 
 from __future__ import annotations
@@ -315,9 +316,7 @@ class CommandAdapter:
         self, key: str, done: subprocess.CompletedProcess[bytes], what: str, fix: str
     ) -> ConfigError:
         argv = [str(a) for a in done.args]
-        lines = [ln.strip() for ln in done.stderr.decode(errors="replace").splitlines()]
-        first = next((ln for ln in lines if ln), None)
-        said = f" (stderr: {first[:200]})" if first else " (nothing on stderr)"
+        said = stderr_tail(done.stderr)
         return ConfigError(
             f"{self.config.path}: target.{key} command `{shlex.join(argv)}` {what}{said}; {fix}"
         )
@@ -465,3 +464,19 @@ class CommandAdapter:
 
     def close(self) -> None:
         return None
+
+
+#: How much of a failing command's stderr its one-line error carries.
+STDERR_TAIL_LINES = 3
+STDERR_TAIL_CHARS = 400
+
+
+def stderr_tail(stderr: bytes) -> str:
+    """`` (stderr: ...)`` with the last non-empty lines joined by `` | ``, on one line."""
+    lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines() if ln.strip()]
+    if not lines:
+        return " (nothing on stderr)"
+    tail = " | ".join(lines[-STDERR_TAIL_LINES:])
+    if len(tail) > STDERR_TAIL_CHARS:
+        tail = "..." + tail[-STDERR_TAIL_CHARS:]
+    return f" (stderr, last lines: {tail})"

@@ -293,8 +293,8 @@ def test_enqueue_that_exits_non_zero_is_a_config_error(tmp_path: Path) -> None:
     payload = adapter.jobs_dir / "j-0001.json"
     command = f"{sys.executable} {tmp_path / 'enqueue.py'} j-0001 {payload}"
     assert message == (
-        f"{config}: target.enqueue command `{command}` exited 3 (stderr: queue is full); "
-        "make it exit 0 once the job is queued"
+        f"{config}: target.enqueue command `{command}` exited 3 "
+        "(stderr, last lines: queue is full); make it exit 0 once the job is queued"
     )
 
 
@@ -308,7 +308,7 @@ def test_status_that_prints_garbage_is_a_config_error(tmp_path: Path) -> None:
     assert message == (
         f"{config}: target.status command `{command}` printed "
         '"ok, j-0001", which is not '
-        'JSON (stderr: warning: cache cold); print one line like {"state": "done", '
+        'JSON (stderr, last lines: warning: cache cold); print one line like {"state": "done", '
         '"attempts": 1}'
     )
 
