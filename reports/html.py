@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import re
+import urllib.parse
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -21,9 +22,11 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from harness.contract.vocabulary import INVARIANTS, Verdict
 from harness.contract.vocabulary import VERSION as __version__
 from reports.desk import review_desk, trace_of
 from reports.explore_view import build_exploration
+from reports.headline import RunStatus, run_status
 from reports.kill_view import build_kill_view
 from reports.matrix import build_matrix
 from reports.model import CELL_STATUSES, SEVERITY, Results, Trial
@@ -48,6 +51,15 @@ LABELS: Mapping[str, str] = {
     "not_reached": "not reached",
     "inconclusive": "inconclusive",
     "skipped": "skipped",
+}
+#: The run's verdict beside the logo and in the favicon: glyph, words, colour (light theme).
+RUN_MARKS: Mapping[RunStatus, tuple[str, str, str]] = {
+    "held": (GLYPHS["held"], "every trial held", "#1a7f37"),
+    "violated": (GLYPHS["violated"], "violated", "#c62828"),
+    "not_reached": (GLYPHS["not_reached"], "not every injection reached", "#8a5a00"),
+    "inconclusive": (GLYPHS["inconclusive"], "inconclusive", "#6b3fb5"),
+    "skipped": (GLYPHS["skipped"], "skipped", "#55606b"),
+    "empty": ("?", "no trials ran", "#55606b"),
 }
 _ASSETS = ("report.css", "report.js")
 #: The exploration's page beside index.html (written only for an exploration run).
@@ -86,6 +98,7 @@ def write_html(
         "stems": stems,
         "index_data": _index_data(results),
         "desk": review_desk(results),
+        "run_mark": _run_mark(run_status(results)),
     }
     env = _environment()
     index = out / "index.html"
@@ -191,6 +204,23 @@ def json_for_script(value: object) -> Markup:
     return Markup(text)  # noqa: S704 - every markup-significant character is escaped above
 
 
+def _run_mark(status: RunStatus) -> dict[str, str]:
+    glyph, words, colour = RUN_MARKS[status]
+    return {"status": status, "glyph": glyph, "words": words, "favicon": favicon(glyph, colour)}
+
+
+def favicon(glyph: str, colour: str) -> str:
+    """A ``data:`` SVG icon: the run's glyph in white on its verdict's colour (no file to
+    copy, nothing fetched)."""
+    svg = (
+        "<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'>"
+        f"<circle cx='8' cy='8' r='8' fill='{colour}'/>"
+        "<text x='8' y='12.5' font-size='12' font-weight='700' text-anchor='middle' "
+        f"font-family='sans-serif' fill='#fff'>{glyph}</text></svg>"
+    )
+    return "data:image/svg+xml," + urllib.parse.quote(svg)
+
+
 def _trial_view(trial: Trial, run_id: str) -> dict[str, Any]:
     highlighted = frozenset(i for v in trial.violations for i in v.evidence.events)
     return {
@@ -198,8 +228,21 @@ def _trial_view(trial: Trial, run_id: str) -> dict[str, Any]:
         "trace": trace_of(trial, run_id),
         "timeline": layout(trial, highlighted),
         "highlighted": highlighted,
+        "judged": judged_invariants(trial),
         "data": {"id": trial.id, "replay": trial.replay, "reason": trial.reason},
     }
+
+
+def judged_invariants(trial: Trial) -> tuple[tuple[str, str], ...]:
+    """(invariant, "held" | "violated") for each invariant the oracle judged in ``trial``:
+    every known invariant but the unjudged ones, then any other one it found violated.
+    Empty when nothing was judged (a skipped or inconclusive trial)."""
+    if trial.verdict not in (Verdict.HELD, Verdict.VIOLATED):
+        return ()
+    violated = {v.invariant for v in trial.violations}
+    names = [i for i in INVARIANTS if i not in trial.unjudged]
+    names += sorted(violated - set(names))
+    return tuple((i, "violated" if i in violated else "held") for i in names)
 
 
 def _index_data(results: Results) -> dict[str, Any]:
@@ -230,6 +273,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["script_json"] = json_for_script
     env.filters["cellvalue"] = _cell_value
+    env.filters["token_kind"] = token_kind
     env.filters["seconds"] = _seconds
     env.filters["ms"] = lambda t: f"{t * 1000.0:.1f}"
     env.filters["severity"] = lambda status: SEVERITY[status]
@@ -251,6 +295,19 @@ def _cell_value(value: object) -> str:
     if isinstance(value, str | int | float):
         return str(value)
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+#: Longest id or key kept on one line; a longer unbroken string (a digest) may wrap.
+TOKEN_MAX_CHARS = 40
+
+
+def token_kind(text: str) -> str:
+    """How a table value may wrap: ``text`` (at its spaces), ``token`` (an id or key with
+    no spaces: never split, its table scrolls instead) or ``long`` (an unbroken string
+    longer than TOKEN_MAX_CHARS, such as a digest: may break anywhere)."""
+    if not text or any(ch.isspace() for ch in text):
+        return "text"
+    return "token" if len(text) <= TOKEN_MAX_CHARS else "long"
 
 
 def _seconds(value: float | None) -> str:

@@ -10,8 +10,9 @@ import re
 
 from harness.contract.vocabulary import Verdict
 from reports.desk import review_desk
+from reports.headline import run_status
 from reports.matrix import build_matrix
-from reports.model import SEVERITY, Results, Trial
+from reports.model import Results, Trial
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
 _ICONS = {
@@ -49,7 +50,7 @@ def markdown_summary(results: Results) -> str:
     # In a selftest a mutant's violation is a kill, the outcome wanted: the headline and
     # the violated list are the correct worker's, and the kill matrix tells the mutants'.
     own = [t for t in results.trials if km is None or t.mutant is None]
-    worst = _worst(own, survivors=km is not None and km.killed < len(km.mutants))
+    worst = run_status(results)
     lines = [
         f"## {_ICONS[worst]} crashpoint: {md_text(results.target.name)} "
         f"(run {md_code(results.run_id)})",
@@ -68,8 +69,8 @@ def markdown_summary(results: Results) -> str:
         lines += [
             "### Violated cells",
             "",
-            "| trial | invariant | job | replay |",
-            "|---|---|---|---|",
+            "| trial | invariants (jobs) | replay |",
+            "|---|---|---|",
         ]
         lines += [_violation_row(t) for t in violated]
         lines.append("")
@@ -131,19 +132,31 @@ def markdown_summary(results: Results) -> str:
     return "\n".join(lines)
 
 
+#: Jobs named per invariant in the summary; the rest are counted ("and 3 more").
+MAX_JOBS_SHOWN = 5
+
+
 def _violation_row(t: Trial) -> str:
-    invariants = ", ".join(md_code(v.invariant) for v in t.violations) or "—"
-    jobs = ", ".join(dict.fromkeys(md_code(v.job) for v in t.violations if v.job)) or "—"
-    return f"| {md_code(t.key)} | {invariants} | {jobs} | {md_code(t.replay)} |"
+    invariants = "; ".join(invariant_jobs(t)) or "—"
+    return f"| {md_code(t.key)} | {invariants} | {md_code(t.replay)} |"
 
 
-def _worst(trials: list[Trial], *, survivors: bool) -> str:
-    """The headline's icon: the worst status of ``trials``; violated when a mutant survived."""
-    if not trials:
-        return "empty"
-    if survivors:
-        return "violated"
-    # Skipped trials leave the headline be: a run without Toxiproxy is no worse for it
-    # (--strict makes them fail the run instead).
-    statuses = {t.status for t in trials} - {"skipped"}
-    return max(statuses, key=SEVERITY.__getitem__, default="held")
+def invariant_jobs(t: Trial) -> list[str]:
+    """One entry per violated invariant, with the jobs it was found for:
+    ``no_duplicate_effect`` (3 jobs: ``j-0001``, ``j-0002``, ``j-0003``), never the same
+    invariant once per job."""
+    jobs: dict[str, dict[str, None]] = {}
+    for v in t.violations:
+        jobs.setdefault(v.invariant, {})
+        if v.job:
+            jobs[v.invariant][v.job] = None
+    entries = []
+    for invariant, found in jobs.items():
+        names = [md_code(j) for j in list(found)[:MAX_JOBS_SHOWN]]
+        if len(found) > MAX_JOBS_SHOWN:
+            names.append(f"and {len(found) - MAX_JOBS_SHOWN} more")
+        count = f"{len(found)} job{'s' if len(found) != 1 else ''}"
+        entries.append(
+            f"{md_code(invariant)} ({count}: {', '.join(names)})" if found else md_code(invariant)
+        )
+    return entries

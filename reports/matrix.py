@@ -69,6 +69,10 @@ class Row:
     scenario: str
     injection_point: str
     cells: tuple[Cell, ...]
+    #: The scenario's story and its expected durable result, from its trials (the first
+    #: trial that says; the correct worker's before a mutant's).
+    description: str | None = None
+    expected: str | None = None
 
     @property
     def status(self) -> CellStatus | None:
@@ -150,15 +154,20 @@ def build_matrix(results: Results) -> Matrix:
         if rk not in row_keys:
             row_keys.append(rk)
         grouped.setdefault((rk, _column(t, dimensions)), []).append(t)
-    rows = tuple(
-        Row(
-            scenario=rk[0],
-            injection_point=rk[1],
-            cells=tuple(Cell(col, tuple(grouped.get((rk, col), ()))) for col in columns),
+    rows = []
+    for rk in row_keys:
+        cells = tuple(Cell(col, tuple(grouped.get((rk, col), ()))) for col in columns)
+        told = sorted((t for c in cells for t in c.trials), key=lambda t: t.mutant is not None)
+        rows.append(
+            Row(
+                scenario=rk[0],
+                injection_point=rk[1],
+                cells=cells,
+                description=next((t.description for t in told if t.description), None),
+                expected=next((t.expected for t in told if t.expected), None),
+            )
         )
-        for rk in row_keys
-    )
-    return Matrix(columns=tuple(columns), rows=rows, dimensions=dimensions)
+    return Matrix(columns=tuple(columns), rows=tuple(rows), dimensions=dimensions)
 
 
 def _dim(trial: Trial, dimension: str) -> str:

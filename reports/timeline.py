@@ -22,8 +22,36 @@ LANE_CHAR_W = 7.4
 PLOT_W = 1100
 TOP = 30
 BOTTOM = 20
-#: Approximate width (px) of one character of a 10px label, to keep labels apart.
-CHAR_W = 5.8
+#: Least room (px) between two labels of one row of a lane.
+LABEL_GAP = 6.0
+#: Advance widths (px) of DejaVu Sans at the labels' 10px, regular and bold (an evidence
+#: mark's label): the widest face of the SVG's font stack, measured in Chromium. A guess
+#: of 5.8 px a character let labels of events close in time overlap (``commit`` is 38 px).
+_LABEL_CHARS = "abcdefghijklmnopqrstuvwxyz_-.:0123456789"
+_REGULAR_W = (
+    6.13, 6.35, 5.5, 6.35, 6.15, 3.45, 6.35, 6.34, 2.78, 2.78, 5.79, 2.78, 9.74,
+    6.34, 6.12, 6.35, 6.35, 3.94, 5.21, 3.92, 6.34, 5.92, 8.18, 5.92, 5.92, 5.25,
+    5.0, 3.61, 3.18, 3.37,
+)  # fmt: skip
+_BOLD_W = (
+    6.75, 7.16, 5.93, 7.16, 6.78, 4.05, 7.16, 7.12, 3.43, 3.43, 6.65, 3.43, 10.42,
+    7.12, 6.87, 7.16, 7.16, 4.93, 5.95, 4.78, 7.12, 6.52, 9.24, 6.45, 6.52, 5.82,
+    5.0, 4.15, 3.8, 4.0,
+)  # fmt: skip
+_DIGIT_W = {False: 6.36, True: 6.96}
+#: Any other character (capitals, non-ASCII) is given the widest lower-case one's room.
+_OTHER_W = {False: 10.0, True: 11.1}
+_CHAR_W = {
+    bold: dict(zip(_LABEL_CHARS, [*widths, *[_DIGIT_W[bold]] * 10], strict=True))
+    for bold, widths in ((False, _REGULAR_W), (True, _BOLD_W))
+}
+
+
+def label_width(text: str, *, bold: bool = False) -> float:
+    """The room (px) a mark's label takes: never less than the browser draws it in."""
+    widths = _CHAR_W[bold]
+    return sum(widths.get(ch, _OTHER_W[bold]) for ch in text)
+
 
 #: Kind -> legend group. Colour follows the group; the outcome is drawn as the stroke.
 K = EventKind
@@ -172,9 +200,9 @@ def layout(trial: Trial, highlighted: frozenset[int] = frozenset()) -> Timeline 
         x = x_of(e.t)
         y = lane_y[e.source]
         label, label_dy = "", 0.0
-        half = len(e.kind) * CHAR_W / 2
+        half = label_width(e.kind, bold=e.index in highlighted) / 2
         for label_row, dy in ((0, -11.0), (1, 19.0)):
-            if x - half >= last_x.get((e.source, label_row), -1e9) + 4:
+            if x - half >= last_x.get((e.source, label_row), -1e9) + LABEL_GAP:
                 last_x[(e.source, label_row)] = x + half
                 label, label_dy = e.kind, dy
                 break

@@ -4,8 +4,11 @@ that no worker script runs."""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
+import json
 import os
+import random
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -16,10 +19,12 @@ from typing import Any
 import clikit
 import pytest
 
+from harness.contract.vocabulary import INVARIANTS, Verdict
 from harness.pytest_plugin import missing
 from reports import build_report, load_results
 from reports.matrix import build_matrix
-from reports.model import Results
+from reports.model import Results, Trial
+from reports.pages import page_stems
 
 pytestmark = [pytest.mark.process, pytest.mark.browser, pytest.mark.timeout(120)]
 
@@ -367,3 +372,336 @@ def test_review_desk_lists_every_needs_review_job_with_its_evidence(
     commits = pg.locator("table.events td span.kind", has_text="commit").count()
     assert pg.locator("table.trace-table tbody tr").count() == commits
     assert commits >= 1
+
+
+# Layout at three widths: a phone, a laptop, a wide monitor. Geometry is read from the
+# page (getBoundingClientRect), never judged from a screenshot by eye.
+WIDTHS = (375, 1400, 2560)
+#: A key as a real ledger writes it: hyphens a browser would otherwise break a line at.
+IDEMPOTENCY_KEY = "effect-j-0001:charge-7f3a9c2e4b"
+#: The scenarios of a full selftest: enough columns to make the kill matrix wider than
+#: a laptop screen.
+SELFTEST_SCENARIOS = (
+    "crash_before_external_call",
+    "crash_during_external_call",
+    "crash_after_external_success",
+    "duplicate_delivery",
+    "lease_expiry_slow_worker",
+    "state_store_restore",
+    "provider_error_before_commit",
+    "simultaneous_trigger",
+    "ambiguous_timeout",
+    "reset_after_commit",
+    "provider_down_during_reconcile",
+    "relay_crash_after_send",
+    "clock_skew",
+    "identity_lost_on_recovery",
+    "multi_step_job",
+    "lost_acknowledgement",
+    "key_retention",
+)
+#: Event kinds of every width, for timelines crowded enough to collide labels.
+CROWD_KINDS = (
+    "commit",
+    "arrival",
+    "claim",
+    "result_write",
+    "worker_start",
+    "lease_expired",
+    "reconcile",
+    "hold",
+    "release",
+    "failpoint",
+    "control_denied",
+    "toxic_on",
+    "worker_exit",
+    "enqueue",
+    "signal",
+)
+#: Seeds whose crowded timelines overlapped labels with a 5.8 px-a-character estimate.
+CROWD_SEEDS = (9, 25, 31)
+PAGE_FITS = "document.documentElement.scrollWidth <= window.innerWidth + 1"
+
+
+def _doc(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+    return doc
+
+
+def _build(doc: dict[str, Any], out: Path) -> Results:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "input.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return build_report([path], out / "report")
+
+
+def _crowded_trial(base: dict[str, Any], seed: int) -> dict[str, Any]:
+    """``base`` with a timeline of 20 to 80 events in one lane at random times, each
+    violation citing about half of them as evidence (their labels are bold, so wider)."""
+    rnd = random.Random(seed)
+    n = rnd.choice([20, 40, 80])
+    events: list[dict[str, Any]] = []
+    for _ in range(n):
+        t = round(rnd.uniform(0, 0.2), 5)
+        kind = rnd.choice(CROWD_KINDS)
+        events.append(
+            {
+                "t": t,
+                "source": "worker:w1",
+                "kind": kind,
+                "job": None,
+                "attempt": None,
+                "fields": {},
+            }
+        )
+    events.sort(key=lambda e: e["t"])
+    trial = copy.deepcopy(base)
+    trial.update(id=f"{base['id']}-crowd{seed}", events=events, trace=[])
+    for v in trial["violations"]:
+        v["evidence"]["events"] = [i for i in range(n) if rnd.random() < 0.5]
+    return trial
+
+
+@pytest.fixture(scope="module")
+def layout_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Results]:
+    """run_small with a realistic idempotency key in a violation's evidence, a held trial
+    that could not judge one invariant, and crowded timelines."""
+    doc = _doc("run_small.json")
+    violated = next(t for t in doc["trials"] if t["violations"] and t["events"])
+    for row in violated["violations"][0]["evidence"]["arrivals"]:
+        row["idempotency_key"] = IDEMPOTENCY_KEY
+    held = next(t for t in doc["trials"] if t["verdict"] == "held" and t["reached"])
+    held["unjudged"] = {"nothing_lost": "no status command"}
+    doc["trials"] += [_crowded_trial(violated, seed) for seed in CROWD_SEEDS]
+    out = tmp_path_factory.mktemp("layout-run")
+    results = _build(doc, out)
+    return out / "report", results
+
+
+@pytest.fixture(scope="module")
+def wide_selftest(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The selftest fixture with the correct worker run in every scenario of a full
+    selftest: a kill matrix of 17 scenario columns."""
+    doc = _doc("selftest.json")
+    correct = doc["trials"][0]
+    for scenario in SELFTEST_SCENARIOS:
+        if any(t["scenario"] == scenario for t in doc["trials"]):
+            continue
+        trial = copy.deepcopy(correct)
+        trial.update(id=correct["id"].replace(correct["scenario"], scenario), scenario=scenario)
+        doc["trials"].append(trial)
+    out = tmp_path_factory.mktemp("wide-selftest")
+    _build(doc, out)
+    return out / "report"
+
+
+def _open(pg: Any, path: Path, width: int) -> None:
+    pg.set_viewport_size({"width": width, "height": 900})
+    pg.goto(path.as_uri())
+    pg.wait_for_load_state("load")
+
+
+def _page_of(out: Path, results: Results, trial: Trial) -> Path:
+    return out / "trials" / f"{page_stems(results.trials)[trial.key]}.html"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_kill_matrix_column_is_reachable(
+    page: tuple[Any, Watch], wide_selftest: Path, width: int
+) -> None:
+    pg, _ = page
+    _open(pg, wide_selftest / "kill-matrix.html", width)
+    geometry = pg.evaluate(
+        """() => {
+        const wrap = document.querySelector("#kill-table").closest(".table-wrap");
+        const box = wrap.getBoundingClientRect();
+        const heads = [...document.querySelectorAll("#kill-table thead th")];
+        const rights = heads.map(
+            th => th.getBoundingClientRect().right - box.left + wrap.scrollLeft);
+        const natural = document.querySelector("#kill-table").scrollWidth;
+        wrap.scrollLeft = wrap.scrollWidth;
+        const last = heads[heads.length - 1].getBoundingClientRect();
+        return {rights, natural, scrollWidth: wrap.scrollWidth, clientWidth: wrap.clientWidth,
+                left: box.left, right: box.right, lastLeft: last.left, lastRight: last.right,
+                labels: heads.map(th => th.textContent.trim()),
+                fits: document.documentElement.scrollWidth <= innerWidth + 1};
+    }"""
+    )
+    assert geometry["labels"][-3:] == ["expected invariant", "caught by", "killing trials"]
+    assert {*SELFTEST_SCENARIOS} <= {*geometry["labels"]}
+    # Wider than a 1320 px column of text: the case the report used to clip.
+    assert geometry["natural"] > 1400
+    assert all(r <= geometry["scrollWidth"] + 1 for r in geometry["rights"])
+    # Scrolled to its end, the last column is inside the box: every column is reachable.
+    assert geometry["left"] - 1 <= geometry["lastLeft"]
+    assert geometry["lastRight"] <= geometry["right"] + 1
+    # The box scrolls, never the page.
+    assert geometry["left"] >= 0
+    assert geometry["right"] <= width + 1
+    assert geometry["fits"], "the page itself scrolls sideways"
+    if geometry["natural"] <= width - 64:
+        # A wide window shows the whole table: no fixed max-width makes it scroll.
+        assert geometry["scrollWidth"] <= geometry["clientWidth"] + 1
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_evidence_keys_stay_whole_and_the_trial_page_fits(
+    page: tuple[Any, Watch], layout_run: tuple[Path, Results], width: int
+) -> None:
+    pg, _ = page
+    out, results = layout_run
+    trial = next(t for t in results.trials if t.violations and t.events)
+    _open(pg, _page_of(out, results, trial), width)
+    lines = pg.evaluate(
+        """(key) => [...document.querySelectorAll("table.data td")]
+            .filter(td => td.textContent.trim() === key)
+            .map(td => {
+                const range = document.createRange();
+                range.selectNodeContents(td);
+                return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size;
+            })""",
+        IDEMPOTENCY_KEY,
+    )
+    assert lines, "the key is not in an evidence table"
+    assert lines == [1] * len(lines), f"the key is split across lines: {lines}"
+    assert pg.evaluate(PAGE_FITS), "the trial page scrolls sideways"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_theme_toggle_stays_on_screen(
+    page: tuple[Any, Watch], layout_run: tuple[Path, Results], wide_selftest: Path, width: int
+) -> None:
+    pg, _ = page
+    out, _ = layout_run
+    for path in (out / "index.html", wide_selftest / "kill-matrix.html", out / "review.html"):
+        _open(pg, path, width)
+        box = pg.evaluate(
+            """() => {
+            const t = document.getElementById("theme-toggle");
+            const r = t.getBoundingClientRect();
+            const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+            return {left: r.left, right: r.right, top: r.top, bottom: r.bottom,
+                    onTop: t.contains(hit), w: innerWidth};
+        }"""
+        )
+        assert 0 <= box["left"] < box["right"] <= box["w"], f"{path.name}: {box}"
+        assert box["onTop"], f"{path.name}: the toggle is covered"
+        assert pg.evaluate(PAGE_FITS), f"{path.name} scrolls sideways at {width} px"
+    before = pg.evaluate("getComputedStyle(document.body).backgroundColor")
+    pg.click("#theme-toggle")
+    assert pg.evaluate("getComputedStyle(document.body).backgroundColor") != before
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_logo_shows_the_runs_verdict(
+    page: tuple[Any, Watch],
+    report: tuple[Path, Results],
+    tmp_path: Path,
+    width: int,
+) -> None:
+    pg, _ = page
+    doc = _doc("run_small.json")
+    doc["trials"] = [t for t in doc["trials"] if t["verdict"] == "held" and t["reached"]]
+    held_out = tmp_path / "held"
+    held = _build(doc, held_out)
+    assert held.status_counts["held"] == held.summary.total > 0
+    header = """() => {
+        const bar = document.querySelector("header.topbar");
+        const red = '[class*="violated"], [data-run-status="violated"]';
+        return {violated: bar.querySelectorAll(red).length,
+                crosses: /[\u2717\u2715\u00d7\u274c]/.test(bar.textContent),
+                brand: document.querySelector(".brand-mark").dataset.runStatus,
+                icon: document.querySelector('link[rel="icon"]').dataset.runStatus,
+                colour: getComputedStyle(document.querySelector(".brand-mark")).color};
+    }"""
+    _open(pg, held_out / "report" / "index.html", width)
+    green = pg.evaluate(header)
+    assert green["violated"] == 0
+    assert not green["crosses"]
+    assert green["brand"] == green["icon"] == "held"
+    # The violated run beside it: the same header says so, in another colour.
+    out, _ = report
+    _open(pg, out / "index.html", width)
+    red = pg.evaluate(header)
+    assert red["brand"] == red["icon"] == "violated"
+    assert red["crosses"]
+    assert red["colour"] != green["colour"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_held_trial_lists_the_invariants_it_judged(
+    page: tuple[Any, Watch], layout_run: tuple[Path, Results], width: int
+) -> None:
+    pg, _ = page
+    out, results = layout_run
+    trial = next(t for t in results.trials if t.unjudged and t.verdict == Verdict.HELD)
+    _open(pg, _page_of(out, results, trial), width)
+    judged = pg.locator("ul.judged li")
+    names = [judged.nth(i).get_attribute("data-invariant") for i in range(judged.count())]
+    assert names == [i for i in INVARIANTS if i != "nothing_lost"]
+    assert pg.locator("ul.judged li[data-judged='held']").count() == len(names)
+    assert judged.first.is_visible()
+    assert pg.evaluate(PAGE_FITS)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_timeline_labels_of_close_events_do_not_overlap(
+    page: tuple[Any, Watch], layout_run: tuple[Path, Results], width: int
+) -> None:
+    pg, _ = page
+    out, results = layout_run
+    crowded = [t for t in results.trials if "-crowd" in t.id]
+    assert len(crowded) == len(CROWD_SEEDS)
+    for trial in crowded:
+        _open(pg, _page_of(out, results, trial), width)
+        found = pg.evaluate(
+            """() => {
+            const boxes = [...document.querySelectorAll("svg.timeline a.mark")]
+                .filter(a => a.querySelector("text.mark-label"))
+                .map(a => ({lane: a.transform.baseVal.consolidate().matrix.f,
+                            text: a.querySelector("text.mark-label").textContent,
+                            r: a.querySelector("text.mark-label").getBoundingClientRect()}));
+            const hits = [];
+            for (let i = 0; i < boxes.length; i++) {
+                for (let j = i + 1; j < boxes.length; j++) {
+                    const a = boxes[i], b = boxes[j];
+                    if (a.lane === b.lane && a.r.left < b.r.right && b.r.left < a.r.right
+                            && a.r.top < b.r.bottom && b.r.top < a.r.bottom) {
+                        hits.push(a.text + " / " + b.text);
+                    }
+                }
+            }
+            return {labels: boxes.length, hits};
+        }"""
+        )
+        assert found["labels"] >= 10
+        assert found["hits"] == [], f"{trial.id}: labels overlap: {found['hits']}"
+        assert pg.evaluate(PAGE_FITS)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_index_rows_describe_their_scenario(
+    page: tuple[Any, Watch], layout_run: tuple[Path, Results], width: int
+) -> None:
+    pg, _ = page
+    out, results = layout_run
+    _open(pg, out / "index.html", width)
+    matrix = build_matrix(results)
+    rows = pg.locator("#matrix tbody tr")
+    assert rows.count() == len(matrix.rows)
+    for i, row in enumerate(matrix.rows):
+        told = [t for c in row.cells for t in c.trials if t.description]
+        assert told, row.scenario
+        head = rows.nth(i).locator("th")
+        assert head.locator(".row-desc").inner_text() == told[0].description
+        wanted = next(t.expected for c in row.cells for t in c.trials if t.expected)
+        assert wanted in head.locator(".row-expected").inner_text()
+        inside = head.evaluate(
+            """th => {
+            const o = th.getBoundingClientRect();
+            const d = th.querySelector(".row-desc").getBoundingClientRect();
+            return d.width > 0 && d.left >= o.left - 1 && d.right <= o.right + 1;
+        }"""
+        )
+        assert inside
+    assert pg.evaluate(PAGE_FITS), "the index scrolls sideways"

@@ -6,19 +6,29 @@ import dataclasses
 import itertools
 import json
 import re
+from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
-from reports import load_results, write_html
+from harness.contract.vocabulary import INVARIANTS, Verdict
+from reports import TimelineEvent, load_results, write_html
 from reports.axis import build_axis, tick_step
-from reports.html import _asset_text, json_for_script
+from reports.headline import run_status
+from reports.html import (
+    TOKEN_MAX_CHARS,
+    _asset_text,
+    json_for_script,
+    judged_invariants,
+    token_kind,
+)
 from reports.kill_view import build_kill_view
 from reports.matrix import build_matrix
 from reports.model import Results
 from reports.pages import page_stems, safe_stem
-from reports.timeline import lane_order, layout
+from reports.timeline import LABEL_GAP, label_width, lane_order, layout
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
 PAYLOAD_MARKERS = ("<script>window.__xss", "<img src=x", "</script><script>")
@@ -36,6 +46,7 @@ class Collector(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.links: list[str] = []
+        self.icons: list[str] = []
         self.script_srcs: list[str] = []
         self.inline_scripts: list[str] = []
         self.ids: set[str] = set()
@@ -48,7 +59,13 @@ class Collector(HTMLParser):
         if values.get("id"):
             self.ids.add(values["id"])
         if tag in ("a", "link") and values.get("href"):
-            self.links.append(values["href"] or "")
+            href = values["href"] or ""
+            # The favicon is an inline data: image (the run's verdict), never a file or a fetch.
+            if tag == "link" and values.get("rel") == "icon":
+                assert href.startswith("data:image/svg+xml,"), href
+                self.icons.append(href)
+            else:
+                self.links.append(href)
         assert tag not in ("img", "iframe", "object", "embed"), f"unexpected <{tag}>"
         if tag == "script":
             self._in_script = True
@@ -253,13 +270,13 @@ def test_timeline_lanes_ticks_and_highlights(run_small: Results) -> None:
 
 def test_timeline_labels_never_overlap_in_a_lane(run_small: Results) -> None:
     for trial in run_small.trials:
-        tl = layout(trial)
+        tl = layout(trial, frozenset(i for v in trial.violations for i in v.evidence.events))
         if tl is None:
             continue
         spans: dict[tuple[str, float], list[tuple[float, float]]] = {}
         for m in tl.marks:
             if m.label:
-                half = len(m.label) * 5.8 / 2
+                half = label_width(m.label, bold=m.evidence) / 2
                 spans.setdefault((m.event.source, m.label_dy), []).append((m.x - half, m.x + half))
         for row in spans.values():
             row.sort()
@@ -454,3 +471,134 @@ def test_declared_providers_get_their_own_columns_and_the_page_says_what_was_not
     assert "failpoint: exact" in page
     assert "nothing_lost" in page
     assert "no status command" in page
+
+
+def test_a_held_trial_names_every_invariant_it_judged(run_small: Results) -> None:
+    held = next(t for t in run_small.trials if t.verdict == Verdict.HELD)
+    assert judged_invariants(held) == tuple((i, "held") for i in INVARIANTS)
+    partial = dataclasses.replace(held, extra={"unjudged": {"nothing_lost": "no status command"}})
+    assert [i for i, _ in judged_invariants(partial)] == [
+        i for i in INVARIANTS if i != "nothing_lost"
+    ]
+    violated = run_small.trial(VIOLATED)
+    marks = dict(judged_invariants(violated))
+    assert marks["no_duplicate_effect"] == marks["no_retry_while_unknown"] == "violated"
+    assert marks["fenced_writes"] == "held"
+    skipped = next(t for t in run_small.trials if t.verdict == Verdict.SKIPPED)
+    assert judged_invariants(skipped) == ()
+
+
+def test_the_trial_page_lists_the_judged_invariants(tmp_path: Path, run_small: Results) -> None:
+    write_html(run_small, tmp_path)
+    held = next(t for t in run_small.trials if t.status == "held")
+    page = (tmp_path / "trials" / f"{page_stems(run_small.trials)[held.key]}.html").read_text()
+    listed = re.findall(r'<li class="s-held" data-invariant="([a-z_]+)" data-judged="held">', page)
+    assert listed == list(INVARIANTS)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("effect-j-0001:charge-7f3a9c2e4b", "token"),
+        ("j-0001", "token"),
+        ("—", "token"),
+        ("", "text"),
+        ("2 committed effects", "text"),
+        ('{"a": 1}', "text"),
+        ("e34f97b4bd8127d4fe4151e75125da383b6ca12d4fe9cb1f43a8770024c44ab8", "long"),
+        ("x" * TOKEN_MAX_CHARS, "token"),
+        ("x" * (TOKEN_MAX_CHARS + 1), "long"),
+    ],
+)
+def test_token_kind(text: str, kind: str) -> None:
+    assert token_kind(text) == kind
+
+
+def test_evidence_keys_are_kept_whole(tmp_path: Path, run_small: Results) -> None:
+    write_html(run_small, tmp_path)
+    page = (tmp_path / "trials" / f"{page_stems(run_small.trials)[VIOLATED]}.html").read_text()
+    assert '<td><span class="tok">m-j-0001-1</span></td>' in page
+    css = _asset_text("report.css")
+    data_td = next(line for line in css.splitlines() if line.startswith("table.data td {"))
+    assert "anywhere" not in data_td
+
+
+def test_run_status_is_the_headline_of_every_renderer(run_small: Results) -> None:
+    assert run_status(run_small) == "violated"
+    held = dataclasses.replace(
+        run_small, trials=tuple(t for t in run_small.trials if t.status in ("held", "skipped"))
+    )
+    assert run_status(held) == "held"
+    assert run_status(dataclasses.replace(run_small, trials=())) == "empty"
+    selftest = load_results(FIXTURES / "selftest.json")
+    assert run_status(selftest) == "violated", "ack_before_effect survived"
+
+
+def test_the_logo_and_favicon_follow_the_run(tmp_path: Path, run_small: Results) -> None:
+    held = dataclasses.replace(
+        run_small, trials=tuple(t for t in run_small.trials if t.status == "held")
+    )
+    for results, status, glyph in ((held, "held", "✓"), (run_small, "violated", "✗")):
+        out = tmp_path / status
+        write_html(results, out)
+        head = (out / "index.html").read_text().split("</header>", 1)[0]
+        assert f'<span class="brand-mark s-{status}" data-run-status="{status}"' in head
+        assert f">{glyph}</span> crashpoint" in head
+        assert f'data-run-status="{status}">' in head  # the favicon's link
+        parsed = parse(out / "index.html")
+        assert len(parsed.icons) == 1
+        assert quote(glyph) in parsed.icons[0]
+    held_head = (tmp_path / "held" / "index.html").read_text().split("</header>", 1)[0]
+    assert "violated" not in held_head
+    assert "✗" not in held_head
+    assert "✕" not in held_head
+
+
+def test_label_width_is_never_less_than_drawn() -> None:
+    # Measured in Chromium with DejaVu Sans at 10px: regular "commit" 37.8 px, bold 41.9.
+    assert label_width("commit") == pytest.approx(37.81, abs=0.05)
+    assert label_width("commit", bold=True) == pytest.approx(41.85, abs=0.05)
+    assert label_width("result_write", bold=True) > label_width("result_write")
+    assert label_width("ÉTAT") > 4 * 9.5, "unknown characters get the widest room"
+
+
+def test_crowded_timeline_labels_never_overlap() -> None:
+    kinds = ("commit", "lease_expired", "enqueue", "worker_start", "claim", "result_write")
+    events = tuple(
+        TimelineEvent(index=i, t=(i * 7919 % 200) / 1000.0, source="worker:w1", kind=kind)
+        for i, kind in enumerate(kinds[i % len(kinds)] for i in range(80))
+    )
+    trial = dataclasses.replace(load_results(FIXTURES / "run_small.json").trials[0], events=events)
+    cited = frozenset(range(0, 80, 2))
+    tl = layout(trial, cited)
+    assert tl is not None
+    rows: dict[float, list[tuple[float, float]]] = {}
+    for m in tl.marks:
+        if m.label:
+            half = label_width(m.label, bold=m.evidence) / 2
+            rows.setdefault(m.label_dy, []).append((m.x - half, m.x + half))
+    assert sum(len(r) for r in rows.values()) >= 10
+    for row in rows.values():
+        row.sort()
+        assert all(b[0] - a[1] >= LABEL_GAP for a, b in itertools.pairwise(row))
+
+
+def test_matrix_rows_carry_their_scenarios_story(run_small: Results) -> None:
+    matrix = build_matrix(run_small)
+    for row in matrix.rows:
+        trial = next(t for c in row.cells for t in c.trials)
+        assert row.description == trial.description
+        assert row.expected == trial.expected
+    selftest = build_matrix(load_results(FIXTURES / "selftest.json"))
+    # The correct worker's words, not a mutant's.
+    assert {r.description for r in selftest.rows} == {"selftest of the correct worker"}
+
+
+def test_the_index_shows_each_scenarios_description(tmp_path: Path, run_small: Results) -> None:
+    write_html(run_small, tmp_path)
+    page = (tmp_path / "index.html").read_text()
+    for row in build_matrix(run_small).rows:
+        assert row.description
+        assert f'<span class="row-desc">{escape(row.description)}</span>' in page
+        assert row.expected
+        assert escape(row.expected) in page

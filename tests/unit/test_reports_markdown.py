@@ -6,10 +6,14 @@ import dataclasses
 from pathlib import Path
 
 from harness.contract.vocabulary import Verdict
-from reports import load_results, markdown_summary
+from reports import Results, Violation, load_results, markdown_summary
 from reports.markdown import md_code, md_text
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
+VIOLATED = (
+    "crash_after_external_success.after_external_call.plain.SIGKILL.sqlite.process"
+    "@20261130T032000-8b1d"
+)
 
 
 def test_summary_of_a_run_with_violations() -> None:
@@ -19,7 +23,7 @@ def test_summary_of_a_run_with_violations() -> None:
     assert (
         "| `crash_after_external_success.after_external_call.plain.SIGKILL.sqlite.process"
         "@20261130T032000-8b1d` "
-        "| `no_duplicate_effect`, `no_retry_while_unknown` | `j-0001` "
+        "| `no_duplicate_effect` (1 job: `j-0001`); `no_retry_while_unknown` (1 job: `j-0001`) "
         "| `crashpoint run -c crashpoint.toml --scenario crash_after_external_success "
         "--point after_external_call --provider plain --signal SIGKILL --ledger sqlite "
         "--backend process --seed 1235` |"
@@ -90,3 +94,40 @@ def test_summary_of_no_trials_does_not_claim_success() -> None:
     text = markdown_summary(empty)
     assert "✅" not in text
     assert "No trials ran" in text
+
+
+def _with_violations(jobs_by_invariant: dict[str, list[str | None]]) -> Results:
+    results = load_results(FIXTURES / "run_small.json")
+    trial = results.trial(VIOLATED)
+    violations = tuple(
+        Violation(invariant=inv, job=job) for inv, jobs in jobs_by_invariant.items() for job in jobs
+    )
+    changed = dataclasses.replace(trial, violations=violations)
+    return dataclasses.replace(
+        results, trials=tuple(changed if t is trial else t for t in results.trials)
+    )
+
+
+def test_an_invariant_broken_for_several_jobs_is_named_once() -> None:
+    results = _with_violations(
+        {"no_duplicate_effect": ["j-0001", "j-0002", "j-0003"], "fenced_writes": ["j-0002"]}
+    )
+    row = next(line for line in markdown_summary(results).splitlines() if VIOLATED in line)
+    assert row.count("no\\_duplicate\\_effect") + row.count("`no_duplicate_effect`") == 1
+    assert "`no_duplicate_effect` (3 jobs: `j-0001`, `j-0002`, `j-0003`)" in row
+    assert "`fenced_writes` (1 job: `j-0002`)" in row
+
+
+def test_many_jobs_are_counted_not_all_listed() -> None:
+    jobs: list[str | None] = [f"j-{i:04d}" for i in range(1, 9)]
+    row = next(
+        line
+        for line in markdown_summary(_with_violations({"nothing_lost": jobs})).splitlines()
+        if VIOLATED in line
+    )
+    assert "`nothing_lost` (8 jobs: `j-0001`, `j-0002`, `j-0003`, `j-0004`, `j-0005`, " in row
+    assert "and 3 more)" in row
+    assert "j-0006" not in row
+    no_job = _with_violations({"bounded_retries": [None, None]})
+    line = next(x for x in markdown_summary(no_job).splitlines() if VIOLATED in x)
+    assert line.count("`bounded_retries`") == 1
