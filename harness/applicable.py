@@ -21,6 +21,16 @@ if TYPE_CHECKING:
     from harness.targets.config import CommandConfig
 
 
+#: Why no cell aims at a model: what it answers is a plan, never an effect the oracle
+#: could count, so its faults have nothing of its own to judge (its re-plans act in the
+#: cells of the providers the plan calls, where a retried job is planned again).
+PLANS_ONLY = (
+    "the provider is a model (kind openai): it answers plans and commits no effect, so a "
+    "fault aimed at it has no effect of its own to judge; it re-plans every retried job "
+    "in the other providers' cells"
+)
+
+
 def why_not(command: CommandConfig | None, cell: Cell) -> str | None:
     """Why ``cell`` cannot apply to the target ``command`` declares (None: the
     reference worker, to which every row applies), or None when it can."""
@@ -45,6 +55,9 @@ def why_not(command: CommandConfig | None, cell: Cell) -> str | None:
             "linked worker never loads, so a held cell could prove nothing; only the "
             "reference target runs it"
         )
+    persona = next((p.persona for p in command.providers if p.name == cell.provider_name), None)
+    if persona == "openai":
+        return PLANS_ONLY
     if cell.point in provider.NEEDS_CAP and command.max_attempts is None:
         return provider.NO_CAP
     if driver_for(scenario.name, cell.point) is restore.state_store_restore:

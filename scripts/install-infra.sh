@@ -101,10 +101,10 @@ redis() {
 
 npm_deps() {
   command -v npm >/dev/null || { log "npm: no npm on PATH; the Node.js examples and SDK tests cannot run"; return 0; }
-  # Each folder with a lock file: the BullMQ example, and the vendors' Node.js SDKs the
-  # persona tests drive (tests/sdk-node).
+  # Each folder with a lock file: the BullMQ example, the SDK example (stripe, resend),
+  # and the vendors' Node.js SDKs the persona tests drive (tests/sdk-node).
   local dir
-  for dir in "$here/../examples/bullmq-worker" "$here/../tests/sdk-node"; do
+  for dir in "$here/../examples/bullmq-worker" "$here/../examples/node-sdk-worker" "$here/../tests/sdk-node"; do
     [ -f "$dir/package-lock.json" ] || { log "npm: no $dir/package-lock.json"; continue; }
     if [ -d "$dir/node_modules" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
       log "npm: $dir/node_modules is up to date"; continue
@@ -112,13 +112,6 @@ npm_deps() {
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
     log "npm: installed $dir/node_modules"
   done
-}
-  command -v npm >/dev/null || { log "npm: no npm on PATH; examples/bullmq-worker cannot run"; return 0; }
-  if [ -d "$example/node_modules" ] && [ "$example/node_modules/.package-lock.json" -nt "$example/package-lock.json" ]; then
-    log "npm: $example/node_modules is up to date"; return 0
-  fi
-  (cd "$example" && npm ci --no-audit --no-fund --loglevel=error)
-  log "npm: installed examples/bullmq-worker/node_modules"
 }
 
 docker_engine() {

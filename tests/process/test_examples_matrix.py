@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from clikit import MATRIX_JOBS, ROOT, leftovers, results, run
-from test_examples_standalone import BULLMQ, MCP, NODE, RQ, Example, require
+from test_examples_standalone import AGENT_SDK, BULLMQ, MCP, NODE, NODE_SDK, RQ, Example, require
 
 pytestmark = pytest.mark.process
 
@@ -22,6 +22,9 @@ MATRIX_TIMEOUT_S = 240
 #: MCP SDK in two providers and in each worker it starts (most of a second each on a
 #: quiet machine, several under load): its trials take about twice as long.
 MCP_MATRIX_TIMEOUT_S = 480
+#: The SDK examples: the agent's 49 cells take about 2 minutes at -j 4 on two quiet cores
+#: (every worker imports openai, stripe and slack_sdk), the Node worker's 50 about 75 s.
+SDK_MATRIX_TIMEOUT_S = 480
 
 #: (example, buggy crashpoint.toml, the scenarios that exercise its bug, the invariant).
 BUGGY = [
@@ -48,6 +51,30 @@ BUGGY = [
     (
         MCP,
         "crashpoint-buggy-retry-without-lookup.toml",
+        "crash_after_external_success",
+        "no_duplicate_effect",
+    ),
+    (
+        AGENT_SDK,
+        "crashpoint-buggy-sdk-auto-key.toml",
+        "crash_after_external_success",
+        "no_duplicate_effect",
+    ),
+    (
+        AGENT_SDK,
+        "crashpoint-buggy-repost-without-lookup.toml",
+        "crash_after_external_success",
+        "no_duplicate_effect",
+    ),
+    (
+        AGENT_SDK,
+        "crashpoint-buggy-key-from-plan.toml",
+        "crash_after_external_success",
+        "stable_key_and_payload",
+    ),
+    (
+        NODE_SDK,
+        "crashpoint-buggy-sdk-auto-key.toml",
         "crash_after_external_success",
         "no_duplicate_effect",
     ),
@@ -126,6 +153,51 @@ def test_the_mcp_agent_holds_the_whole_matrix(
         if e["kind"] == "arrival" and e["source"].startswith("provider:")
     }
     assert paths == {"/mcp/tools/create_ticket", "/mcp/tools/send_message"}
+    assert leftovers(scratch) == []
+
+
+@pytest.mark.timeout(SDK_MATRIX_TIMEOUT_S + 60)
+@pytest.mark.parametrize(
+    ("example", "ran", "left_out"),
+    [
+        # The model commits no effect: its cells are listed as not applicable, never run.
+        pytest.param(AGENT_SDK, {"billing", "chat"}, {"model"}, id=AGENT_SDK.name),
+        pytest.param(NODE_SDK, {"billing", "mailer"}, set(), id=NODE_SDK.name),
+    ],
+)
+def test_the_sdk_examples_hold_the_whole_matrix(
+    example: Example,
+    ran: set[str],
+    left_out: set[str],
+    scratch: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    require(request.config, example)
+    out = scratch / "out"
+    done = run(
+        ["-c", config(example), "-j", MATRIX_JOBS, "--strict", "--out", str(out)],
+        scratch,
+        timeout_s=SDK_MATRIX_TIMEOUT_S,
+    )
+    doc = results(out)
+    not_held = [
+        (t["id"], t["verdict"], t.get("reason"), [v["invariant"] for v in t["violations"]])
+        for t in doc["trials"]
+        if t["verdict"] != "held"
+    ]
+    assert not not_held, not_held
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert {t["provider_name"] for t in doc["trials"]} == ran
+    listed = {c.split(".")[2] for g in doc["not_applicable"] for c in g["cells"]}
+    assert left_out <= listed
+    # Every write went through a persona's own route (the SDKs were pointed at them).
+    paths = {
+        e["fields"]["path"].split("?")[0]
+        for t in doc["trials"]
+        for e in t["events"]
+        if e["kind"] == "arrival" and e["source"].startswith("provider:")
+    }
+    assert "/v1/payment_intents" in paths, paths
     assert leftovers(scratch) == []
 
 

@@ -62,6 +62,11 @@ BULLMQ = Example("bullmq-worker", True, True, needs=("redis", "node", "bullmq"))
 #: do not start); test_examples_matrix runs it, and test_providers_mcp its servers.
 MCP = Example("mcp-agent", True, True, needs=("mcp",))
 ALL = [pytest.param(e, id=e.name) for e in (RQ, NODE, BULLMQ)]
+#: The examples on the vendors' own SDKs (personas, not the kinds' HTTP routes): not in
+#: ALL either, since this file's hand-run trials speak the kinds; test_examples_matrix
+#: runs them, and test_sdk_* the SDKs against each persona.
+AGENT_SDK = Example("agent-sdk", True, True, needs=("sdks",))
+NODE_SDK = Example("node-sdk-worker", False, False, needs=("node", "npm"))
 
 
 def require(config: pytest.Config, example: Example) -> None:
@@ -74,6 +79,11 @@ def require(config: pytest.Config, example: Example) -> None:
             missing(config, f"Redis at {rediskit.url()} (scripts/install-infra.sh redis)")
         if need == "mcp" and not python3_has("mcp"):
             missing(config, "mcp for python3 on PATH (pip install -e '.[dev]')")
+        if need == "sdks" and not python3_has("openai, stripe, slack_sdk"):
+            need_sdks = "openai, stripe and slack_sdk for python3 on PATH (pip install -e '.[dev]')"
+            missing(config, need_sdks)
+        if need == "npm" and not (EXAMPLES / example.name / "node_modules").is_dir():
+            missing(config, f"examples/{example.name}/node_modules (scripts/install-infra.sh npm)")
         if need == "bullmq" and not (EXAMPLES / example.name / "node_modules" / "bullmq").is_dir():
             missing(config, f"examples/{example.name}/node_modules (scripts/install-infra.sh npm)")
 
@@ -511,3 +521,26 @@ def test_every_example_declares_what_the_matrix_needs() -> None:
             kinds = {p["name"]: p["kind"] for p in doc["providers"]}
             assert kinds == {"billing": "idempotent", "mailer": "plain"}, path
         assert (EXAMPLES / example.name / "README.md").is_file()
+
+
+def test_every_sdk_example_declares_its_personas() -> None:
+    expected = {
+        AGENT_SDK: {"model": "openai", "billing": "stripe", "chat": "slack"},
+        NODE_SDK: {"billing": "stripe", "mailer": "resend"},
+    }
+    for example, kinds in expected.items():
+        here = EXAMPLES / example.name
+        variants = ["crashpoint.toml", *(p.name for p in here.glob("crashpoint-*.toml"))]
+        for path in [here / v for v in sorted(variants)]:
+            doc = tomllib.loads(path.read_text())
+            target = doc["target"]
+            assert {"name", "command", "workers", "lease_ttl_s", "enqueue"} <= set(target), path
+            assert isinstance(target["max_attempts"], int), path
+            assert "{job_id}" in target["status"], path
+            assert {p["name"]: p["kind"] for p in doc["providers"]} == kinds, path
+        assert (here / "README.md").is_file()
+    # The SDKs are pinned, and the lock file names no registry (npm ci uses the one set).
+    lock = (EXAMPLES / NODE_SDK.name / "package-lock.json").read_text()
+    assert '"resolved"' not in lock
+    deps = json.loads((EXAMPLES / NODE_SDK.name / "package.json").read_text())["dependencies"]
+    assert deps == {"resend": "6.38.0", "stripe": "23.2.0"}

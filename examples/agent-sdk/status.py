@@ -1,0 +1,28 @@
+#!/usr/bin/env python3
+"""python3 status.py JOB_ID
+
+Prints the job's end state as one JSON line, read from the trial's record:
+``{"state": "done" | "needs_review" | "dead_lettered" | "pending", "external_ref",
+"attempts", "last_error"}``. A job never seen is ``pending``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import sdkagent  # noqa: F401  (puts the RQ example's record on the path)
+from rqbilling.record import status
+from sdkagent.settings import Settings
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        sys.stderr.write("usage: python3 status.py JOB_ID\n")
+        return 2
+    print(json.dumps(status(Settings.from_env().db_path, argv[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
