@@ -1,5 +1,6 @@
-"""An exploration's results as rows for rendering: the schedules tried, the shrunk
-finding drawn on its trial's timeline, and the flaky findings apart.
+"""An exploration's results as rows for rendering: the schedules tried, each shrunk
+finding (one per kind of failure) drawn on its trial's timeline, and the flaky findings
+apart.
 
 ``crashpoint explore`` writes them under ``exploration`` in results.json (kept by the
 reader as an extra key); each schedule names the trials that ran it, and a finding's
@@ -54,8 +55,11 @@ class ExplorationView:
     trials_run: int | None
     trials_to_detection: int | None
     schedules: tuple[ScheduleRow, ...]
+    #: The first finding (``finding.json``); ``findings`` holds it and one per other kind
+    #: of failure (the set of invariants broken).
     finding: FindingView | None
     flaky: tuple[FindingView, ...]
+    findings: tuple[FindingView, ...] = ()
 
     def count(self, status: str) -> int:
         return sum(1 for s in self.schedules if s.status == status)
@@ -112,6 +116,11 @@ def build_exploration(results: Results, link: Callable[[Trial], str]) -> Explora
         )
 
     found = doc.get("finding")
+    # Every kind of failure its own finding; a record from before `findings` has one.
+    each = [s for s in doc.get("findings") or [found] if isinstance(s, Mapping)]
+    findings = tuple(
+        finding(s, "finding" if n == 1 else f"finding-{n}") for n, s in enumerate(each, 1)
+    )
     return ExplorationView(
         mode=str(doc.get("mode", "")),
         budget=doc.get("budget"),
@@ -122,12 +131,13 @@ def build_exploration(results: Results, link: Callable[[Trial], str]) -> Explora
         trials_run=doc.get("trials_run"),
         trials_to_detection=doc.get("trials_to_detection"),
         schedules=tuple(row(s) for s in doc.get("schedules") or () if isinstance(s, Mapping)),
-        finding=finding(found, "finding") if isinstance(found, Mapping) else None,
+        finding=findings[0] if findings else None,
         flaky=tuple(
             finding(s, f"flaky-{n}")
             for n, s in enumerate(doc.get("flaky") or (), 1)
             if isinstance(s, Mapping)
         ),
+        findings=findings,
     )
 
 

@@ -1,7 +1,9 @@
 """``crashpoint explore``: Hypothesis fault schedules against real trials, shrunk; or the
-random baseline (``--mode random``). A finding is saved next to results.json as a
-schedule (``finding.json``, replayed by ``crashpoint replay``) and as a pytest
-regression test; flaky findings are kept apart with their reproduction rate."""
+random baseline (``--mode random``). Each kind of failure (the set of invariants it
+broke) is its own finding, saved next to results.json as a schedule (``finding.json``
+for the first, ``finding-2.json`` and on for the others; replayed by ``crashpoint
+replay``) and as a pytest regression test; flaky findings are kept apart with their
+reproduction rate."""
 
 from __future__ import annotations
 
@@ -16,21 +18,32 @@ from typing import Any
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from harness.commands.console import console
-from harness.commands.matrix import trial_config
 from harness.commands.target import resolve_target
 from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import ExitCode
 from harness.exploration.regression import regression_test
-from harness.exploration.search import Confirm, Evaluation, Exploration, Explorer
+from harness.exploration.search import Confirm, Evaluation, Exploration, Explorer, Finding, Kind
 from harness.exploration.strategy import Space
 from harness.exploration.trials import ScheduleRunner
-from harness.infra import RunInfra
+from harness.infra import RunInfra, trial_settings
 from harness.results import exit_code, results_document, summarize
+from harness.runner import run_spec
 from harness.schedule import save
 from reports import write_run
 
 FINDING = "finding.json"
 REGRESSION = "test_crashpoint_finding.py"
+
+
+def finding_files(n: int) -> tuple[str, str]:
+    """The schedule and regression test of the ``n``-th finding (from 1): the first keeps
+    the stable names, the others are numbered (``finding-2.json``,
+    ``test_crashpoint_finding_2.py``)."""
+    if n == 1:
+        return FINDING, REGRESSION
+    return f"finding-{n}.json", f"test_crashpoint_finding_{n}.py"
+
+
 MODES = ("hypothesis", "random")
 
 
@@ -63,7 +76,10 @@ def explore_command(
     console.print(resolved.headline(), markup=False, highlight=False, soft_wrap=True)
     config_path = resolved.config_path
     seed = opts.seed if opts.seed is not None else random.randrange(2**31)
-    config = trial_config(opts.lease_ttl_s or resolved.lease_ttl_s, opts.pg_dsn)
+    # What the run's infrastructure gives every trial (the same call, the same settings).
+    config = trial_settings(
+        resolved.command, lease_ttl_s=opts.lease_ttl_s, pg_dsn=opts.pg_dsn, backend=opts.backend
+    )
     kinds: tuple[str, ...] = ("idempotent", "plain")
     if resolved.declared is not None:
         declared = {kind for _, kind in resolved.declared}
@@ -89,10 +105,15 @@ def explore_command(
     again = shlex.join(["crashpoint", "explore", *flags])
     started = time.time()
     with RunInfra.open(
-        [], ledger=opts.ledger, backend=opts.backend, pg_dsn=opts.pg_dsn, command=resolved.command
+        [],
+        ledger=opts.ledger,
+        backend=opts.backend,
+        pg_dsn=opts.pg_dsn,
+        command=resolved.command,
+        lease_ttl_s=opts.lease_ttl_s,
     ) as infra:
         runner = ScheduleRunner(
-            infra, config, seed, mutant=mutant, declared=resolved.declared, replay=again
+            infra, seed, mutant=mutant, declared=resolved.declared, replay=again
         )
         # One database per target: a finding against one mutant is not replayed first
         # against another (the "reuse" phase replays what failed here before).
@@ -107,6 +128,7 @@ def explore_command(
             shrink_budget=opts.shrink_budget,
             database=database if opts.mode == "hypothesis" else None,
             progress=_progress(opts.budget),
+            on_shrink=_shrinking,
         )
         console.print(
             f"crashpoint explore ({opts.mode}): budget {opts.budget}, seed {seed}, "
@@ -114,7 +136,7 @@ def explore_command(
             highlight=False,
         )
         found = explorer.explore() if opts.mode == "hypothesis" else explorer.random_baseline()
-        spec = infra.spec([], seed=seed, config=config, command="explore", jobs=1, target={})
+        spec = run_spec(infra, [], seed=seed, command="explore", jobs=1, target={})
         doc = results_document(spec, [], started=started, environment=infra.environment())
     doc["target"] = resolved.doc
     doc["trials"] = runner.trials
@@ -147,6 +169,14 @@ def _progress(budget: int) -> Any:
     return show
 
 
+def _shrinking(kind: Kind, first: Evaluation) -> None:
+    console.print(
+        f"shrinking {', '.join(kind) or 'a violation'} (first failing: s{first.index:04d})",
+        highlight=False,
+        markup=False,
+    )
+
+
 def _exploration_doc(
     found: Exploration, opts: ExploreOptions, confirm: Confirm, seed: int, again: str
 ) -> dict[str, Any]:
@@ -162,6 +192,7 @@ def _exploration_doc(
         "trials_to_detection": found.trials_to_detection,
         "schedules": [e.to_json() for e in found.evaluations],
         "finding": None,
+        "findings": [],
         "flaky": [],
     }
 
@@ -169,38 +200,55 @@ def _exploration_doc(
 def _save_findings(
     found: Exploration, doc: dict[str, Any], out: Path, *, seed: int, config: Path | None
 ) -> None:
-    """The shrunk finding beside results.json, with its regression test; flaky ones too."""
+    """Each finding beside results.json, with its regression test; flaky ones too."""
     section = doc["exploration"]
     by_id = {t["id"]: t for t in doc["trials"]}
-    if found.finding is not None:
-        ev = found.finding
-        path = save(ev.schedule, out / FINDING)
-        test = out / REGRESSION
-        test.write_text(
-            regression_test(
-                ev.schedule,
-                filename=REGRESSION,
-                invariants=ev.invariants,
-                rate=ev.rate,
-                seed=seed,
-                config=str(config) if config is not None else "reference",
-            )
-        )
-        _point_replays(by_id, ev, path)
-        first = found.first_failure
-        section["finding"] = {
-            **ev.to_json(),
-            "file": path.name,
-            "regression_test": test.name,
-            "replay": f"crashpoint replay {path}",
-            "shrunk_from": None if first is None else first.to_json(),
-        }
+    for n, finding in enumerate(found.findings, 1):
+        section["findings"].append(_save_finding(finding, n, by_id, out, seed=seed, config=config))
+    # The first, where it always was: exploration.finding, finding.json.
+    section["finding"] = section["findings"][0] if section["findings"] else None
     for n, ev in enumerate(found.flaky, 1):
         path = save(ev.schedule, out / f"flaky-{n}.json")
         _point_replays(by_id, ev, path)
         section["flaky"].append(
             {**ev.to_json(), "file": path.name, "replay": f"crashpoint replay {path} --repeat 10"}
         )
+
+
+def _save_finding(
+    finding: Finding,
+    n: int,
+    by_id: dict[str, dict[str, Any]],
+    out: Path,
+    *,
+    seed: int,
+    config: Path | None,
+) -> dict[str, Any]:
+    ev = finding.evaluation
+    schedule_name, test_name = finding_files(n)
+    path = save(ev.schedule, out / schedule_name)
+    test = out / test_name
+    test.write_text(
+        regression_test(
+            ev.schedule,
+            filename=test_name,
+            invariants=ev.invariants,
+            rate=ev.rate,
+            seed=seed,
+            config=str(config) if config is not None else "reference",
+        )
+    )
+    _point_replays(by_id, ev, path)
+    return {
+        **ev.to_json(),
+        "number": n,
+        "kind": list(finding.kind),
+        "examples_needed": finding.examples_needed,
+        "file": path.name,
+        "regression_test": test.name,
+        "replay": f"crashpoint replay {path}",
+        "shrunk_from": finding.first.to_json(),
+    }
 
 
 def _point_replays(by_id: dict[str, dict[str, Any]], ev: Evaluation, path: Path) -> None:
@@ -217,28 +265,38 @@ def _print_outcome(found: Exploration, doc: dict[str, Any], out: Path) -> None:
         f"{s['violated']} violated, {s['inconclusive']} inconclusive",
         highlight=False,
     )
-    if found.finding is not None:
-        ev = found.finding
-        first = found.first_failure
+    if len(found.findings) > 1:
         console.print(
-            f"[bold red]finding[/] after {found.examples_needed} example(s): "
-            f"{', '.join(ev.invariants)} (reproduced {ev.rate})"
+            f"[bold red]{len(found.findings)} findings[/], one per set of invariants broken:"
         )
-        if first is not None and first is not ev:
+    for n, finding in enumerate(found.findings, 1):
+        ev, first = finding.evaluation, finding.first
+        schedule_name, test_name = finding_files(n)
+        after = (
+            f"after {finding.examples_needed} example(s)"
+            if finding.examples_needed is not None
+            else "while shrinking another"
+        )
+        console.print(
+            f"[bold red]finding {n}[/] {after}: "
+            f"{', '.join(ev.invariants) or 'a violation'} (reproduced {ev.rate})"
+        )
+        if first is not ev:
             console.print(f"  first failing: {first.schedule.describe()}", markup=False)
         console.print(
             f"  shrunk to {len(ev.schedule.faults)} fault(s): {ev.schedule.describe()}",
             markup=False,
         )
         console.print(
-            f"  schedule: {out / FINDING}; regression test: {out / REGRESSION}", markup=False
+            f"  schedule: {out / schedule_name}; regression test: {out / test_name}",
+            markup=False,
         )
-        console.print(f"  replay: crashpoint replay {out / FINDING} --repeat 5", markup=False)
+        console.print(f"  replay: crashpoint replay {out / schedule_name}", markup=False)
     for ev in found.flaky:
         console.print(
             f"[yellow]flaky[/] (violated {ev.rate}, below the confirm bar): "
             f"{ev.schedule.describe()}"
         )
-    if found.finding is None and not found.flaky:
+    if not found.findings and not found.flaky:
         console.print("no finding: every schedule held (or was not decided)")
     console.print(f"report: {out / 'index.html'}", markup=False)

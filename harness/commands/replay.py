@@ -46,7 +46,9 @@ def replay_file(path: Path, *, trial_ids: Sequence[str], out: Path) -> int:
             from harness.schedule import from_json, save
 
             played = from_json(schedule, source=f"{path}: trial {t.key}")
-            argv = ["replay", str(save(played, out / f"{_dir_name(t.key)}.json"))]
+            # Once, as the stored trial ran: its verdict is what is compared.
+            saved = save(played, out / f"{_dir_name(t.key)}.json")
+            argv = ["replay", str(saved), "--repeat", "1"]
         ran = _run_replay(argv, into)
         record = into / "results.json"
         if not record.exists():
@@ -105,17 +107,45 @@ def _stored_target(stored: str, finding: Path) -> Path:
     return beside if beside.exists() or not Path(stored).exists() else Path(stored)
 
 
+#: How many times a schedule file is played unless ``--repeat`` says: real timing makes
+#: one try a sample (a finding can reproduce 0/1 and then 6/6), so a replay gives a rate.
+DEFAULT_REPEAT = 5
+
+
+def reproduction(tries: int, violated: int, held: int) -> tuple[ExitCode, str]:
+    """The exit code and the line a replay of ``tries`` ends with, from its counts.
+
+    1 when the schedule violated at least once: the bug is there, whatever the rate. 0
+    only when it never did, said plainly. 3 when no try was decided (every one
+    inconclusive or skipped): nothing is known either way.
+    """
+    undecided = tries - violated - held
+    rate = f"reproduced {violated}/{tries}"
+    also = f" ({undecided} inconclusive)" if undecided else ""
+    if violated:
+        percent = round(100 * violated / tries)
+        return ExitCode.VIOLATED, f"{rate} ({percent}%): the finding reproduces{also}"
+    if not held:
+        return (
+            ExitCode.INCONCLUSIVE,
+            f"{rate}: every try was inconclusive; whether it reproduces is not known",
+        )
+    return ExitCode.HELD, f"{rate}: the finding did not reproduce in {tries} tries{also}"
+
+
 def replay_schedule(
     path: Path,
     *,
-    repeat: int,
+    repeat: int = DEFAULT_REPEAT,
     out: Path,
     config_path: Path | None,
     target: str | None,
     mutant: str | None,
     correct: bool = False,
 ) -> int:
-    """Play a saved schedule ``repeat`` times and say how often it violated.
+    """Play a saved schedule ``repeat`` times and say how often it violated: exit 1 when
+    it did at least once, 0 when it never did, 3 when no try was decided
+    (:func:`reproduction`).
 
     Against the target the file names (the reference worker and its mutant, or a
     crashpoint.toml) unless -c, --mutant or --correct choose another; each play is one
@@ -123,11 +153,11 @@ def replay_schedule(
     """
     import time
 
-    from harness.commands.matrix import trial_config
     from harness.commands.target import resolve_target
     from harness.exploration.trials import ScheduleRunner
     from harness.infra import RunInfra
-    from harness.results import exit_code, results_document, summarize
+    from harness.results import results_document, summarize
+    from harness.runner import run_spec
     from harness.schedule import load
     from reports import write_run
 
@@ -143,7 +173,6 @@ def replay_schedule(
             f"{path}: the schedule needs a {schedule.provider} provider; {config_path} "
             "declares none"
         )
-    config = trial_config(resolved.lease_ttl_s, None)
     against = resolved.doc["name"] + (f" with mutant {mutant}" if mutant else "")
     console.print(f"replay {path} x{repeat} against {against}: {schedule.describe()}", markup=False)
     started = time.time()
@@ -152,7 +181,6 @@ def replay_schedule(
     ) as infra:
         runner = ScheduleRunner(
             infra,
-            config,
             seed=0,
             mutant=mutant,
             declared=resolved.declared,
@@ -162,13 +190,22 @@ def replay_schedule(
             outcome = runner(schedule, f"r{i:03d}")
             why = ", ".join(outcome.invariants) or outcome.trial.get("reason") or ""
             console.print(f"  [{i}/{repeat}] {outcome.verdict} {why}", markup=False)
-        spec = infra.spec([], seed=0, config=config, command="replay", jobs=1, target={})
+        spec = run_spec(infra, [], seed=0, command="replay", jobs=1, target={})
         doc = results_document(spec, [], started=started, environment=infra.environment())
     doc["target"] = resolved.doc
     doc["trials"] = runner.trials
     doc["summary"] = summarize(runner.trials)
     violated = doc["summary"][Verdict.VIOLATED]
-    doc["replay_of"] = {"schedule": str(path), "repeat": repeat, "violated": violated}
+    held = doc["summary"][Verdict.HELD]
+    code, line = reproduction(repeat, violated, held)
+    doc["replay_of"] = {
+        "schedule": str(path),
+        "repeat": repeat,
+        "violated": violated,
+        "held": held,
+        "reproduced": f"{violated}/{repeat}",
+    }
     write_run(doc, out)
-    console.print(f"reproduced {violated}/{repeat} (violated); report: {out / 'index.html'}")
-    return int(exit_code(doc["summary"], strict=False))
+    console.print(line, markup=False, highlight=False)
+    console.print(f"report: {out / 'index.html'}", markup=False, highlight=False)
+    return int(code)

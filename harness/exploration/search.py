@@ -10,13 +10,23 @@ once, and remembered: the first run, and when it violated, reruns up to ``n`` un
 Hypothesis shrinks it. Fewer: *flaky*, kept with its evidence and reproduction rate,
 and reported as not failing so the search goes on. A schedule that held once is not run
 again (a pass is evidence of nothing in particular).
+
+A failure is one of a *kind*: the set of invariants it broke. One worker can have several
+bugs, and each kind is shrunk and reported on its own (:meth:`Explorer.explore`). Hypothesis
+can keep several bugs apart (``report_multiple_bugs``), but once one is found it generates
+only a little longer (ten seconds, or twice the calls to the last new bug) before it
+shrinks: against real trials of seconds each that is two or three more schedules, and the
+rest of the budget is never drawn. So the search is driven in passes: the whole budget is
+generated first with nothing raised, then each kind is shrunk by a pass of its own that
+draws the same schedules again (the same seed; each one remembered, so no trial runs
+again) up to that kind's first failure, and shrinks it, raising for that kind only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +113,11 @@ class Evaluation:
     def invariants(self) -> list[str]:
         return list(dict.fromkeys(i for o in self.outcomes for i in o.invariants))
 
+    @property
+    def kind(self) -> Kind:
+        """What sets this failure apart from others: the invariants it broke, sorted."""
+        return tuple(sorted(self.invariants))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "index": self.index,
@@ -118,16 +133,39 @@ class Evaluation:
         }
 
 
+#: A kind of failure: the invariants it broke, sorted.
+Kind = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One kind of failure: its smallest failing schedule, and the first one seen."""
+
+    kind: Kind
+    #: The smallest failing schedule of this kind (shrunk, when its kind was shrunk).
+    evaluation: Evaluation
+    #: The first failing schedule of this kind: what the shrinking started from.
+    first: Evaluation
+    #: Generated examples decided up to this kind's first failure, that one included.
+    examples_needed: int | None
+
+
 @dataclass
 class Exploration:
-    """What a search found: every schedule decided, the shrunk finding, the flaky ones."""
+    """What a search found: every schedule decided, one finding per kind of failure (in
+    the order each kind was first seen), the flaky ones."""
 
     mode: str
     evaluations: list[Evaluation]
     #: Generated examples decided before the first failure, that one included.
     examples_needed: int | None
     first_failure: Evaluation | None
-    finding: Evaluation | None
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def finding(self) -> Evaluation | None:
+        """The first kind's finding (``finding.json``)."""
+        return self.findings[0].evaluation if self.findings else None
 
     @property
     def flaky(self) -> list[Evaluation]:
@@ -149,6 +187,34 @@ class Exploration:
         return None
 
 
+#: Where the database lists the kinds it keeps a finding for, one value per kind.
+KINDS_KEY = b"crashpoint.kinds"
+
+
+def _kind_key(kind: Kind) -> bytes:
+    return ",".join(kind).encode()
+
+
+class _KindDatabase(ExampleDatabase):
+    """One kind's corner of the run's database: every key prefixed with the kind. A pass
+    that shrinks one kind deletes whatever no longer fails *its* way, so each kind keeps its
+    own last finding apart from the others."""
+
+    def __init__(self, db: ExampleDatabase, kind: Kind) -> None:
+        super().__init__()
+        self._db = db
+        self._prefix = _kind_key(kind) + b":"
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self._db.save(self._prefix + key, value)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        return self._db.fetch(self._prefix + key)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self._db.delete(self._prefix + key, value)
+
+
 class Explorer:
     """Searches a space of schedules against a runner, deciding each schedule once."""
 
@@ -163,6 +229,8 @@ class Explorer:
         shrink_budget: int = 60,
         database: ExampleDatabase | None = None,
         progress: Callable[[Evaluation], None] | None = None,
+        on_shrink: Callable[[Kind, Evaluation], None] | None = None,
+        first_only: bool = False,
     ) -> None:
         self.run = run
         self.space = space
@@ -172,28 +240,49 @@ class Explorer:
         self.shrink_budget = shrink_budget
         self.database = database
         self.progress = progress
+        self.on_shrink = on_shrink
+        #: Stop drawing at the first failure and shrink that one kind only: what measuring
+        #: the examples to a first detection needs, without the rest of the budget.
+        self.first_only = first_only
         self._memo: dict[str, Evaluation] = {}
         self.evaluations: list[Evaluation] = []
         self._first_failure: Evaluation | None = None
+        #: ``generate`` while the budget is drawn, ``shrink`` in a kind's own pass.
+        self._phase = "generate"
+        #: In a kind's pass: whether the draw has come back to that kind's failure yet.
+        self._reached = True
         self._shrink_trials = 0
+        #: Schedules a kind's pass drew on its way back that the first draw never decided.
+        self.diverged = 0
 
     # -- deciding one schedule -----------------------------------------------------------
 
+    def _may_run(self) -> bool:
+        return self._phase != "shrink" or self._shrink_trials < self.shrink_budget
+
     def evaluate(self, schedule: Schedule) -> Evaluation:
         key = schedule.key()
-        if key in self._memo:
-            return self._memo[key]
-        phase = "generate" if self._first_failure is None else "shrink"
-        ev = Evaluation(len(self.evaluations) + 1, schedule, phase, self.confirm)
-        self._memo[key] = ev
-        self.evaluations.append(ev)
-        if phase == "shrink" and self._shrink_trials >= self.shrink_budget:
-            # Spent: Hypothesis sees a pass and stops trying; the record says "not run".
+        ev = self._memo.get(key)
+        if ev is not None and (ev.outcomes or not self._may_run()):
+            return ev
+        if ev is None:
+            if not self._reached:
+                # A kind's pass draws the budget again up to that kind's first failure, and
+                # every schedule on the way was decided by the first draw. One that was not
+                # means the draw went another way: not run, not kept (a pass to Hypothesis).
+                self.diverged += 1
+                return Evaluation(0, schedule, self._phase, self.confirm)
+            ev = Evaluation(len(self.evaluations) + 1, schedule, self._phase, self.confirm)
+            self._memo[key] = ev
+            self.evaluations.append(ev)
+        if not self._may_run():
+            # Spent: Hypothesis sees a pass and stops trying; the record says "not run" (a
+            # later kind's pass, with its own budget, may still run it).
             self._report(ev)
             return ev
         for outcome in self._runs(ev):
             ev.outcomes.append(outcome)
-            if phase == "shrink":
+            if self._phase == "shrink":
                 self._shrink_trials += 1
         if ev.status == FAILING and self._first_failure is None:
             self._first_failure = ev
@@ -220,20 +309,57 @@ class Explorer:
     # -- the searches --------------------------------------------------------------------
 
     def explore(self) -> Exploration:
-        """Hypothesis draws up to ``budget`` schedules and shrinks the first failure."""
+        """Hypothesis draws ``budget`` schedules, then shrinks each kind of failure.
+
+        1. The kinds the database keeps a finding for are tried first (Hypothesis's reuse).
+        2. The budget is drawn whole; a failure raises nothing, so the draw goes on past it.
+        3. Each kind first seen in that draw, in order, gets a pass of its own with its own
+           ``shrink_budget``: the same seed draws the same schedules (all remembered) up to
+           the kind's first failure, which raises for that kind only, and Hypothesis shrinks
+           it. A failure of another kind is a pass there, so shrinking keeps to its kind.
+        """
+        if self.database is not None:
+            for stored in self.database.fetch(KINDS_KEY):
+                kind = tuple(k for k in stored.decode().split(",") if k)
+                self._hypothesis(kind, (Phase.reuse,))
+                if not any(e.status == FAILING and e.kind == kind for e in self.evaluations):
+                    self.database.delete(KINDS_KEY, stored)
+        self._hypothesis(None, (Phase.explicit, Phase.generate), stop=self.first_only)
+        generated = self._by_kind(phase="generate")
+        for kind, evaluations in generated.items():
+            if self.on_shrink is not None:
+                self.on_shrink(kind, evaluations[0])
+            self._phase, self._reached, self._shrink_trials = "shrink", False, 0
+            try:
+                self._hypothesis(kind, (Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink))
+            finally:
+                self._phase, self._reached = "generate", True
+            if self.database is not None:
+                self.database.save(KINDS_KEY, _kind_key(kind))
+        return self._result("explore")
+
+    def _hypothesis(
+        self, kind: Kind | None, phases: tuple[Phase, ...], *, stop: bool = False
+    ) -> None:
+        """One Hypothesis run over the space: raising for failures of ``kind`` only (for
+        any failure with ``stop``, none otherwise), with that kind's corner of the database."""
 
         class Failing(Exception):
             def __init__(self, ev: Evaluation) -> None:
                 super().__init__(ev.schedule.describe())
                 self.evaluation = ev
 
+        database = None
+        if kind is not None and self.database is not None:
+            database = _KindDatabase(self.database, kind)
+
         @settings(
             max_examples=self.budget,
-            database=self.database,
+            database=database,
             deadline=None,
             derandomize=False,
             suppress_health_check=list(HealthCheck),
-            phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
+            phases=phases,
             report_multiple_bugs=False,
             print_blob=False,
             verbosity=Verbosity.quiet,
@@ -242,17 +368,18 @@ class Explorer:
         @given(schedules(self.space))
         def probe(schedule: Schedule) -> None:
             ev = self.evaluate(schedule)
-            if ev.status == FAILING:
+            if ev.status == FAILING and (stop or ev.kind == kind):
+                self._reached = True
                 raise Failing(ev)
 
-        # The smallest failure is chosen below, from every decided schedule.
+        # The smallest failure of each kind is chosen below, from every decided schedule.
         with contextlib.suppress(Failing):
             probe()
-        return self._result("explore")
 
     def random_baseline(self) -> Exploration:
         """The chaos baseline: ``budget`` schedules of kills at uniformly random moments
-        with random restarts, drawn from the seed alone; nothing is shrunk."""
+        with random restarts, drawn from the seed alone; nothing is shrunk, and the first
+        failure ends it."""
         rng = random.Random(self.seed)
         for _ in range(self.budget):
             ev = self.evaluate(chaos_schedule(rng, self.space))
@@ -260,17 +387,35 @@ class Explorer:
                 break
         return self._result("random")
 
+    def _by_kind(self, phase: str | None = None) -> dict[Kind, list[Evaluation]]:
+        """Failing schedules by kind, kinds in the order first seen (in ``phase`` if given)."""
+        kinds: dict[Kind, list[Evaluation]] = {}
+        for e in self.evaluations:
+            if e.status == FAILING:
+                kinds.setdefault(e.kind, []).append(e)
+        if phase is not None:
+            kinds = {k: evs for k, evs in kinds.items() if evs[0].phase == phase}
+        return kinds
+
+    def _needed(self, first: Evaluation) -> int | None:
+        """Generated examples decided up to ``first``, that one included."""
+        if first.phase != "generate":
+            return None
+        return sum(1 for e in self.evaluations if e.phase == "generate" and e.index <= first.index)
+
     def _result(self, mode: str) -> Exploration:
-        failing = [e for e in self.evaluations if e.status == FAILING]
-        finding = min(failing, key=lambda e: (e.schedule.size, e.index)) if failing else None
-        needed = None
-        if self._first_failure is not None:
-            needed = sum(
-                1
-                for e in self.evaluations
-                if e.phase == "generate" and e.index <= self._first_failure.index
+        findings = [
+            Finding(
+                kind,
+                min(evs, key=lambda e: (e.schedule.size, e.index)),
+                evs[0],
+                self._needed(evs[0]),
             )
-        return Exploration(mode, list(self.evaluations), needed, self._first_failure, finding)
+            for kind, evs in self._by_kind().items()
+        ]
+        first = self._first_failure
+        needed = None if first is None else self._needed(first)
+        return Exploration(mode, list(self.evaluations), needed, first, findings)
 
 
 #: How long into a trial a random kill may land, in leases: past it, most jobs are done.

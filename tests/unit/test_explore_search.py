@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from harness.exploration.search import (
     FLAKY,
     NOT_RUN,
     Confirm,
+    Exploration,
     Explorer,
     Outcome,
     chaos_schedule,
@@ -181,9 +183,110 @@ def test_each_kind_a_mutant_needs_is_found_within_50(
     needed = []
     for seed in range(1, 21):
         run, _ = _runner(lambda s, _: bug(s))
-        found = Explorer(run, space, budget=50, seed=seed, confirm=Confirm(1, 1)).explore()
+        found = Explorer(
+            run, space, budget=50, seed=seed, confirm=Confirm(1, 1), first_only=True
+        ).explore()
         needed.append(found.examples_needed)
         if found.finding is not None:
             assert len(found.finding.schedule.faults) <= 3, found.finding.schedule.describe()
     assert sum(n is not None for n in needed) >= found_at_least, needed
     assert statistics.median(n or 51 for n in needed) <= median_at_most, needed
+
+
+def _two_bugs(s: Schedule, _: int) -> tuple[str, ...]:
+    """Two planted bugs, each breaking its own invariant: a kill after the call (a second
+    effect) and any stop (a stale token); a schedule with both breaks both."""
+    broken = []
+    if _bug(s):
+        broken.append("no_duplicate_effect")
+    if any(f.action == "pause" for f in s.faults):
+        broken.append("fenced_writes")
+    return tuple(broken)
+
+
+def _kinds_runner(
+    rule: Callable[[Schedule, int], tuple[str, ...]],
+) -> tuple[Callable[..., Outcome], list[str]]:
+    calls: list[str] = []
+    counter = itertools.count()
+
+    def run(s: Schedule, label: str) -> Outcome:
+        calls.append(label)
+        broken = rule(s, next(counter))
+        return Outcome("violated" if broken else "held", broken)
+
+    return run, calls
+
+
+def test_each_kind_of_failure_is_its_own_finding_shrunk_on_its_own() -> None:
+    run, _ = _kinds_runner(_two_bugs)
+    explorer = Explorer(run, SPACE, budget=50, seed=4, confirm=Confirm(1, 1), shrink_budget=30)
+    found = explorer.explore()
+    kinds = [f.kind for f in found.findings]
+    assert set(kinds) >= {("no_duplicate_effect",), ("fenced_writes",)}, kinds
+    assert len(set(kinds)) == len(kinds), "one finding per set of invariants broken"
+    for f in found.findings:
+        # Shrinking kept to its kind: the finding breaks exactly its kind's invariants.
+        assert f.evaluation.kind == f.kind == f.first.kind
+        assert f.evaluation.schedule.size <= f.first.schedule.size
+        if len(f.kind) == 1:
+            assert f.evaluation.schedule.size == (1, 1, 1), f.evaluation.schedule.describe()
+    # The first kind's finding is `finding`, and the first failure is its first.
+    assert found.finding is found.findings[0].evaluation
+    assert found.first_failure is found.findings[0].first
+    assert found.findings[0].examples_needed == found.examples_needed
+    # A kind's pass drew the same schedules again: nothing new ran on the way back.
+    assert explorer.diverged == 0
+    # The whole budget was drawn, well past the first failure (a few of the 50 draws are
+    # the same schedule, decided once).
+    assert found.examples_needed is not None
+    assert found.examples_needed < 10 < 40 < sum(e.phase == "generate" for e in found.evaluations)
+
+
+def test_the_same_seed_finds_the_same_findings() -> None:
+    def kinds(seed: int) -> list[tuple[tuple[str, ...], str]]:
+        run, _ = _kinds_runner(_two_bugs)
+        found = Explorer(run, SPACE, budget=30, seed=seed, confirm=Confirm(1, 1)).explore()
+        return [(f.kind, f.evaluation.schedule.key()) for f in found.findings]
+
+    assert kinds(6) == kinds(6)
+
+
+def test_first_only_stops_the_draw_at_the_first_failure_and_shrinks_it() -> None:
+    run, _ = _kinds_runner(_two_bugs)
+    found = Explorer(run, SPACE, budget=50, seed=4, confirm=Confirm(1, 1), first_only=True)
+    result = found.explore()
+    [finding] = result.findings
+    generated = [e for e in result.evaluations if e.phase == "generate"]
+    assert generated[-1] is result.first_failure is finding.first
+    assert len(finding.kind) > 1 or finding.evaluation.schedule.size == (1, 1, 1)
+
+
+def test_each_kind_shrinks_within_its_own_budget() -> None:
+    run, _ = _kinds_runner(_two_bugs)
+    found = Explorer(
+        run, SPACE, budget=50, seed=4, confirm=Confirm(1, 1), shrink_budget=3
+    ).explore()
+    shrunk = [e for e in found.evaluations if e.phase == "shrink" and e.outcomes]
+    assert len(found.findings) >= 2
+    assert len(shrunk) <= 3 * len(found.findings)
+
+
+def test_the_database_keeps_each_kind_s_finding_and_tries_them_first(tmp_path: Path) -> None:
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    def explore() -> Exploration:
+        run, _ = _kinds_runner(_two_bugs)
+        database = DirectoryBasedExampleDatabase(str(tmp_path))
+        return Explorer(
+            run, SPACE, budget=30, seed=4, confirm=Confirm(1, 1), database=database
+        ).explore()
+
+    first = explore()
+    again = explore()
+    shrunk = {f.kind: f.evaluation.schedule.key() for f in first.findings}
+    # Run again: each kind's last finding is played before anything is drawn.
+    n = len(shrunk)
+    assert {e.schedule.key() for e in again.evaluations[:n]} == set(shrunk.values())
+    assert {f.kind: f.evaluation.schedule.key() for f in again.findings} == shrunk
+    assert again.examples_needed == 1

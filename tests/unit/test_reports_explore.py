@@ -77,3 +77,28 @@ def test_the_single_file_report_holds_the_exploration(tmp_path: Path) -> None:
     out = tmp_path / "one"
     write_html(load_results(_with_exploration(tmp_path)), out, self_contained=True)
     assert 'id="exploration"' in (out / "index.html").read_text()
+
+
+def test_every_finding_gets_its_block_on_the_page(tmp_path: Path) -> None:
+    path = _with_exploration(tmp_path)
+    doc = json.loads(path.read_text())
+    section = doc["exploration"]
+    second = {
+        **section["schedules"][1],
+        "invariants": ["fenced_writes"],
+        "file": "finding-2.json",
+        "regression_test": "test_crashpoint_finding_2.py",
+        "replay": "crashpoint replay out/finding-2.json",
+    }
+    section["findings"] = [section["finding"], second]
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    write_html(load_results(path), out)
+    page = (out / "exploration.html").read_text()
+    assert 'data-explore="findings">2 findings' in page
+    assert "Finding 1, shrunk: no_duplicate_effect" in page
+    assert "Finding 2, shrunk: fenced_writes" in page
+    assert "finding-2.json" in page
+    assert "test_crashpoint_finding_2.py" in page
+    assert 'id="h-finding-2"' in page
+    assert "2 findings" in (out / "index.html").read_text()
