@@ -15,7 +15,7 @@ from pathlib import Path
 from benchmarks.stats import describe
 from harness.infra import RunInfra
 from harness.plan import Cell, cells
-from harness.runner import run_cells
+from harness.runner import run_cells, run_spec
 from harness.targets.config import load_config
 from harness.trial import TrialConfig
 from scenarios.table import BY_NAME
@@ -51,9 +51,11 @@ def main() -> None:
     config = TrialConfig(lease_ttl_s=command.lease_ttl_s, http_timeout_s=command.lease_ttl_s)
     durations: dict[str, list[float]] = {"reference": [], "command": []}
     held: dict[str, int] = {"reference": 0, "command": 0}
-    open_ref = RunInfra.open(reference, ledger="sqlite", backend="process", pg_dsn=None)
+    open_ref = RunInfra.open(
+        reference, ledger="sqlite", backend="process", pg_dsn=None, config=config
+    )
     open_cmd = RunInfra.open(
-        theirs, ledger="sqlite", backend="process", pg_dsn=None, command=command
+        theirs, ledger="sqlite", backend="process", pg_dsn=None, command=command, config=config
     )
     with open_ref as ref_infra, open_cmd as cmd_infra:
         for i in range(REPEATS):
@@ -61,8 +63,8 @@ def main() -> None:
                 ("reference", ref_infra, reference),
                 ("command", cmd_infra, theirs),
             ):
-                spec = infra.spec(
-                    chosen, seed=i, config=config, command="bench", jobs=1, target={"name": name}
+                spec = run_spec(
+                    infra, chosen, seed=i, command="bench", jobs=1, target={"name": name}
                 )
                 results = run_cells(spec)
                 durations[name] += [r.duration_s for r in results]

@@ -35,8 +35,7 @@ from benchmarks.stats import BENCH_JSON, write_bench
 from harness.contract.vocabulary import Verdict
 from harness.infra import RunInfra
 from harness.plan import select_cells
-from harness.runner import run_cells
-from harness.trial import TrialConfig
+from harness.runner import run_cells, run_spec
 from scenarios.mutants import MUTANTS
 
 OUT = BENCH_JSON
@@ -63,15 +62,12 @@ def mutants_from_env() -> tuple[str, ...]:
 def matrix_detection(mutant: str, *, seed: int, jobs: int) -> dict[str, Any]:
     """Cells run in the matrix's order up to the first violated one (None: none was)."""
     cells = select_cells(mutant=mutant)
-    config = TrialConfig.for_target(None, None)
     ran = 0
     t0 = time.perf_counter()
     with RunInfra.open(cells, ledger="sqlite", backend="process", pg_dsn=None) as infra:
         for start in range(0, len(cells), jobs):
             chunk = cells[start : start + jobs]
-            spec = infra.spec(
-                chunk, seed=seed, config=config, command="bench", jobs=jobs, target={}
-            )
+            spec = run_spec(infra, chunk, seed=seed, command="bench", jobs=jobs, target={})
             for result in run_cells(spec):
                 if result.verdict != "skipped":
                     ran += 1

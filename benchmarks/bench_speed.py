@@ -25,10 +25,10 @@ from benchmarks.bench_reports import synthetic
 from benchmarks.stats import BENCH_JSON, repeat_s, write_bench
 from fake_providers.models import Arrival, Effect
 from harness.history import Event
-from harness.jobs import auto_jobs
 from harness.observe import arrival_event, commit_event
 from harness.oracle import JobFinal, TrialFacts, check
 from harness.phases import PHASES
+from harness.run_width import auto_jobs
 from reports import write_html
 
 WIDTHS: tuple[str, ...] = ("1", "2", "auto")

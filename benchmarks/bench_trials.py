@@ -12,10 +12,10 @@ import time
 from benchmarks.stats import describe
 from harness.contract.vocabulary import PROVIDER_KINDS
 from harness.infra import RunInfra
-from harness.network import TrialNetwork
 from harness.plan import Cell
-from harness.runner import run_cells
-from harness.trial import TrialConfig
+from harness.runner import run_cells, run_spec
+from harness.trial import Driver, TrialConfig
+from harness.trial_run import TrialResult
 from scenarios.table import BY_NAME
 
 REPEATS = 5
@@ -31,6 +31,17 @@ def _cells() -> list[Cell]:
     ]
 
 
+class Proxied:
+    """The run's trials, every one of them behind proxies of its own."""
+
+    def __init__(self, infra: RunInfra) -> None:
+        self.infra = infra
+        self.abort = infra.abort
+
+    def run_trial(self, cell: Cell, seed: int, driver: Driver) -> TrialResult:
+        return self.infra.run_trial(cell, seed, driver, network=True)
+
+
 def main() -> None:
     cells = _cells()
     config = TrialConfig()
@@ -43,18 +54,17 @@ def main() -> None:
         ledger="sqlite",
         backend="process",
         pg_dsn=None,
+        config=config,
     ) as infra:
         for i in range(REPEATS):
-            spec = infra.spec(
-                cells, seed=i, config=config, command="bench", jobs=1, target={"name": "ref"}
-            )
+            spec = run_spec(infra, cells, seed=i, command="bench", jobs=1, target={"name": "ref"})
             t0 = time.perf_counter()
             results = run_cells(spec)
             direct.append((time.perf_counter() - t0) / len(cells))
             durations += [r.duration_s for r in results]
             overheads += [r.timings["overhead_s"] for r in results]
             if infra.toxiproxy is not None:
-                spec.make_network = lambda cell, server=infra.toxiproxy: TrialNetwork(server, cell)
+                spec.trials = Proxied(infra)
                 t0 = time.perf_counter()
                 run_cells(spec)
                 proxied.append((time.perf_counter() - t0) / len(cells))

@@ -10,6 +10,9 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
+# Re-exported: the records moved to the contract, which the oracle reads them from.
+from harness.contract.records import Arrival as Arrival
+from harness.contract.records import Effect as Effect
 from harness.contract.vocabulary import PROVIDER_KINDS
 
 KINDS = PROVIDER_KINDS
@@ -154,72 +157,6 @@ class Held:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Held:
-        return cls(**_known(cls, data))
-
-
-@dataclass(frozen=True)
-class Arrival:
-    """One request that reached a provider: a write or a lookup on the business API, or
-    (``kind == "control_denied"``) a control or oracle call refused for want of the secret.
-
-    ``status`` is None when no response was sent (the connection was dropped, or the
-    request is still being handled). ``fault`` names the fault action that acted on it.
-    """
-
-    id: int
-    t_mono: float
-    t_wall: float
-    provider: str
-    kind: str
-    method: str
-    path: str
-    job_id: str | None
-    idempotency_key: str | None
-    client_marker: str | None
-    fingerprint: str | None
-    fencing_token: str | None
-    worker_id: str | None
-    peer_pid: int | None
-    status: int | None
-    committed: bool
-    replayed: bool
-    effect_id: int | None
-    fault: str | None
-    #: The identity (profile, account) the request was made under, from the
-    #: ``X-Crashpoint-Identity`` header; None when the worker sent none. Last, with a
-    #: default, so histories recorded before it still load.
-    identity: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Arrival:
-        return cls(**_known(cls, data))
-
-
-@dataclass(frozen=True)
-class Effect:
-    """One side effect committed at a provider: the ground truth the oracle counts."""
-
-    id: int
-    provider: str
-    job_id: str | None
-    idempotency_key: str | None
-    client_marker: str | None
-    fingerprint: str
-    arrival_id: int
-    t_mono: float
-    t_wall: float
-    #: The provider's record id for the effect (what a worker keeps as its external
-    #: reference); None in effect logs written before providers gave one.
-    external_id: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Effect:
         return cls(**_known(cls, data))
 
 

@@ -100,7 +100,7 @@ def _out_option(default: str) -> Callable[[click.decorators.FC], click.decorator
 
 
 class _Jobs(click.ParamType[int | None]):
-    """``auto`` (None: the run's default, see harness.jobs) or a number from 1 to 64."""
+    """``auto`` (None: the run's default, see harness.run_width) or a number from 1 to 64."""
 
     name = "jobs"
 
@@ -198,7 +198,7 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
             "--strict/--no-strict",
             default=None,
             callback=_strict_default,
-            help="Exit 3 on skipped trials too.  [default: on where CI=true]",
+            help="Exit 3 on skipped trials too (on where CI=true).",
         ),
         click.option(
             "--fail-on-warning",
@@ -248,7 +248,7 @@ def _target_options(f: click.decorators.FC) -> click.decorators.FC:
             "--target",
             default=None,
             metavar="NAME",
-            help="reference: the built-in worker.  [default: ./crashpoint.toml, else it]",
+            help="reference: the built-in one.  [default: ./crashpoint.toml]",
         ),
         click.option(
             "--mutant",
@@ -382,7 +382,8 @@ def report(results: tuple[Path, ...], out: Path, self_contained: bool) -> None:
 @main.command(
     epilog="\b\nExamples:\n"
     "  crashpoint replay crashpoint-out/results.json\n"
-    "  crashpoint replay crashpoint-explore/finding.json --repeat 5\n"
+    "  crashpoint replay crashpoint-explore/finding.json   # 5 tries: a rate\n"
+    "  crashpoint replay finding.json --repeat 20\n"
     "  crashpoint replay finding.json --correct     # against the correct worker"
 )
 @click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -396,9 +397,10 @@ def report(results: tuple[Path, ...], out: Path, self_contained: bool) -> None:
 @click.option(
     "--repeat",
     type=click.IntRange(1, 1000),
-    default=1,
+    default=None,
     metavar="N",
-    help="A schedule file: play it N times and report the reproduction rate.",
+    help="A schedule file: play it N times and report the reproduction rate; exit 1 when "
+    "it reproduced at least once, 0 when never, 3 when no try was decided.  [default: 5]",
 )
 @click.option(
     "--correct",
@@ -410,7 +412,7 @@ def report(results: tuple[Path, ...], out: Path, self_contained: bool) -> None:
 def replay(
     results: Path,
     trial_ids: tuple[str, ...],
-    repeat: int,
+    repeat: int | None,
     correct: bool,
     out: Path,
     config_path: Path | None,
@@ -423,14 +425,14 @@ def replay(
     it) or a schedule file (finding.json from crashpoint explore), played against the
     target it was found against unless -c, --mutant or --correct say otherwise.
     """
-    from harness.commands.replay import replay_file, replay_schedule
+    from harness.commands.replay import DEFAULT_REPEAT, replay_file, replay_schedule
     from harness.schedule import is_schedule_file
 
     if is_schedule_file(results):
         sys.exit(
             replay_schedule(
                 results,
-                repeat=repeat,
+                repeat=repeat or DEFAULT_REPEAT,
                 out=out,
                 config_path=config_path,
                 target=target,
@@ -453,7 +455,7 @@ def replay(
     type=click.IntRange(1, 100_000),
     required=True,
     metavar="N",
-    help="Schedules to generate before giving up (shrinking comes on top).",
+    help="Schedules to generate, past the first bug (shrinking on top).",
 )
 @click.option(
     "--seed", type=int, default=None, metavar="N", help="Seed: the same seed, the same schedules."
@@ -476,7 +478,7 @@ def replay(
     type=click.IntRange(0, 10_000),
     default=60,
     metavar="TRIALS",
-    help="Trials shrinking may spend on a finding.",
+    help="Trials shrinking may spend on each finding.",
 )
 @click.option("--network", is_flag=True, help="Also draw Toxiproxy toxics (needs Toxiproxy).")
 @click.option("--ledger", type=click.Choice(LEDGERS), default="sqlite", help="The ledger store.")
@@ -505,8 +507,9 @@ def explore(config_path: Path | None, target: str | None, mutant: str | None, **
     """Search fault schedules with Hypothesis; shrink what fails.
 
     Each schedule (jobs, workers, then faults at boundaries) is one real trial judged
-    by the oracle. A finding is saved as finding.json beside results.json, with a
-    pytest regression test; exit 1 on a finding (flaky ones too).
+    by the oracle. Each set of invariants broken is a finding of its own, saved as
+    finding.json (then finding-2.json, ...) beside results.json, with a pytest
+    regression test; exit 1 on a finding (flaky ones too).
     """
     from harness.commands.explore import ExploreOptions, explore_command
 

@@ -1,4 +1,11 @@
-"""Per-run infrastructure: the watchdog, the Toxiproxy server, PostgreSQL, the backend.
+"""Per-run infrastructure, and the one way to open a trial on it.
+
+:class:`RunInfra` owns what a run's trials share (the watchdog, the Toxiproxy server,
+PostgreSQL, the backend, the target, the warm providers, the abort, the trial settings)
+and opens every trial: ``crashpoint run``, ``explore`` and ``replay``, pytest's items and
+custom scenarios all call :meth:`RunInfra.open_trial` or :meth:`RunInfra.run_trial`, so
+each trial gets the same settings, and a trial whose infrastructure failed under it (its
+proxies vanished) is ``inconclusive`` whichever way it was opened.
 
 Heavy pieces start only when a chosen cell needs them (as pytest-xdist creates its state
 only when switched on). What cannot be had turns the cells that need it into ``skipped``
@@ -10,37 +17,87 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import shutil
 import sys
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import applicable, bytecode, clock
+from harness import bytecode, faketime
 from harness.backends.base import Backend
 from harness.contract.errors import InfrastructureError, ToxiproxyUnavailable
 from harness.history import History
-from harness.jobs import resolve_jobs
 from harness.plan import Cell
 from harness.probes import ProbeFailed, docker_version, postgres_dsn, postgres_version
-from harness.results import base_environment
-from harness.runner import RunSpec
-from harness.target import TargetAdapter
-from harness.targets.reference import reference_lease_s
-from harness.trial import TrialConfig
+from harness.targets.base import TargetAdapter
+from harness.trial import Trial, TrialConfig
+from harness.trial_run import Driver, TrialResult, play, skipped_result
 from harness.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from fake_providers import ProviderPool
+    from harness.network.seam import NetworkSeam
+    from harness.targets.config import CommandConfig
+
+
+def trial_settings(
+    command: CommandConfig | None,
+    *,
+    lease_ttl_s: float | None = None,
+    pg_dsn: str | None = None,
+    backend: str = "process",
+) -> TrialConfig:
+    """The one place a run's trial settings are made, for every command: the lease is
+    ``lease_ttl_s`` (a flag), else the target's declared one, else the reference worker's
+    own on ``backend``; the SIGTERM grace is the target's declared one (docs/fairness.md)."""
+    lease = lease_ttl_s or (command.lease_ttl_s if command is not None else None)
+    grace = command.term_grace_s if command is not None else None
+    return TrialConfig.for_target(lease, pg_dsn, backend=backend, term_grace_s=grace)
+
+
+def base_environment() -> dict[str, Any]:
+    """The versions every run records; the run's infrastructure fills in its servers."""
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "toxiproxy": None,
+        "docker": None,
+        "postgres": None,
+    }
+
+
+def infrastructure_failure(trial: Trial) -> str | None:
+    """What of the run's infrastructure failed under ``trial`` (its proxies vanished with
+    the Toxiproxy server), or None: whatever such a trial saw is the harness's doing."""
+    return trial.network.failure() if trial.network is not None else None
+
+
+def demoted(result: TrialResult, broken: str | None) -> TrialResult:
+    """``result`` made ``inconclusive`` when its infrastructure failed (``broken``)."""
+    if broken is None:
+        return result
+    was = f"{result.verdict}: {result.reason}" if result.reason else result.verdict
+    return replace(
+        result, verdict="inconclusive", violations=[], reason=f"{broken}; it ended {was}"
+    )
 
 
 class RunInfra:
     """What one run shares between its trials; a context manager that reaps it all."""
 
     def __init__(
-        self, *, ledger: str, backend: str, pg_dsn: str | None, command: Any = None
+        self,
+        *,
+        ledger: str,
+        backend: str,
+        pg_dsn: str | None,
+        command: Any = None,
+        lease_ttl_s: float | None = None,
+        config: TrialConfig | None = None,
     ) -> None:
         #: A loaded ``crashpoint.toml`` (CommandConfig), or None for the reference worker.
         self.command = command
@@ -59,6 +116,13 @@ class RunInfra:
         self.versions: dict[str, str | None] = {}
         #: Undoes what the run set up in this process (the shared bytecode cache).
         self._stack = contextlib.ExitStack()
+        #: Every trial's settings (``config`` overrides them, for tests).
+        self.config = config or trial_settings(
+            command, lease_ttl_s=lease_ttl_s, pg_dsn=pg_dsn, backend=backend
+        )
+        #: Set on Ctrl-C: the run's trials stop waiting and tear down (the runner clears
+        #: it when a run starts, so a later run on the same infrastructure starts clear).
+        self.abort = threading.Event()
 
     @classmethod
     @contextlib.contextmanager
@@ -70,8 +134,19 @@ class RunInfra:
         backend: str,
         pg_dsn: str | None,
         command: Any = None,
+        lease_ttl_s: float | None = None,
+        config: TrialConfig | None = None,
     ) -> Iterator[RunInfra]:
-        infra = cls(ledger=ledger, backend=backend, pg_dsn=pg_dsn, command=command)
+        """The run's infrastructure for ``cells`` (what they need starts now), reaped on
+        exit. ``lease_ttl_s`` overrides the target's lease; ``config`` all settings."""
+        infra = cls(
+            ledger=ledger,
+            backend=backend,
+            pg_dsn=pg_dsn,
+            command=command,
+            lease_ttl_s=lease_ttl_s,
+            config=config,
+        )
         try:
             infra._start(cells)
             yield infra
@@ -86,6 +161,7 @@ class RunInfra:
         self._share_bytecode()
         if self.ledger == "postgres":
             self.pg_dsn = postgres_dsn(self.pg_dsn)
+            self.config = replace(self.config, pg_dsn=self.pg_dsn)
             try:
                 self.versions["postgres"] = postgres_version(self.pg_dsn)
             except ProbeFailed as exc:
@@ -104,6 +180,12 @@ class RunInfra:
         if self.command is not None or self.backend_name != "process":
             return  # the user's worker, or containers: their environment as it is
         self._stack.enter_context(bytecode.shared_bytecode())
+
+    def ensure_toxiproxy(self) -> None:
+        """Start the run's Toxiproxy server if it is not running and was not refused yet
+        (open starts it only for the table's network cells; a custom trial asks later)."""
+        if self.toxiproxy is None and self.toxiproxy_error is None:
+            self._start_toxiproxy()
 
     def _start_toxiproxy(self) -> None:
         from harness.network import ToxiproxyServer, find_toxiproxy
@@ -174,14 +256,21 @@ class RunInfra:
         for c in cells:
             if c.network and self.toxiproxy is None:
                 out[c.id] = f"no Toxiproxy server: {self.toxiproxy_error}"
-            elif c.scenario.wall_clock and (why := clock.unavailable()) is not None:
+            elif c.scenario.wall_clock and (why := faketime.unavailable()) is not None:
                 out[c.id] = why
         return out
 
-    def make_network(self, cell: Cell) -> Any:
-        """The cell's proxies' home; a server that died since the last cell is restarted,
-        and one that cannot be raises :class:`ToxiproxyUnavailable` (the cell is skipped)."""
-        if not cell.network or self.toxiproxy is None:
+    def make_network(self, cell: Cell, *, wanted: bool | None = None) -> NetworkSeam | None:
+        """The cell's proxies (``wanted`` None: when the cell is a network cell); a server
+        that died since the last trial is restarted, and one that cannot be raises
+        :class:`ToxiproxyUnavailable` (the trial is skipped)."""
+        if not (cell.network if wanted is None else wanted):
+            return None
+        if wanted:
+            self.ensure_toxiproxy()
+        if self.toxiproxy is None:
+            if wanted:
+                raise ToxiproxyUnavailable(self.toxiproxy_error or "no Toxiproxy server")
             return None
         from harness.network import TrialNetwork
 
@@ -189,50 +278,58 @@ class RunInfra:
             if self.toxiproxy_error is not None:
                 raise ToxiproxyUnavailable(self.toxiproxy_error)
             if not self.toxiproxy.alive():
-                died = self.toxiproxy.exit_status()
-                try:
-                    self.toxiproxy.restart()
-                except ToxiproxyUnavailable as exc:
-                    self.toxiproxy_error = (
-                        f"the run's Toxiproxy server died ({died}) and did not restart: {exc}"
-                    )
-                    raise ToxiproxyUnavailable(self.toxiproxy_error) from None
-                print(
-                    f"crashpoint: the Toxiproxy server died ({died}); "
-                    f"restarted it at {self.toxiproxy.url}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                self._restart_toxiproxy()
         return TrialNetwork(self.toxiproxy, cell)
 
-    def spec(
-        self,
-        cells: Sequence[Cell],
-        *,
-        seed: int,
-        config: TrialConfig,
-        command: str,
-        jobs: int | None,
-        target: dict[str, Any],
-    ) -> RunSpec:
-        """The run of ``cells``; ``jobs`` None is the default width (``harness.jobs``)."""
-        cells, not_applicable = applicable.split(cells, self.command)
-        replay: list[str] = []
-        if config.lease_ttl_s != reference_lease_s(self.backend_name):
-            replay += ["--lease-ttl-s", str(config.lease_ttl_s)]
-        return RunSpec(
-            cells=cells,
-            seed=seed,
-            config=config,
-            make_backend=self.make_backend,
-            make_target=self.make_target,
-            target=target,
-            command=command,
-            jobs=resolve_jobs(jobs, len(cells), backend=self.backend_name),
-            skipped=self.skipped(cells),
-            not_applicable=not_applicable,
-            make_network=self.make_network,
-            replay_flags=replay,
-            watchdog=self.watchdog,
-            providers=self.providers,
+    def _restart_toxiproxy(self) -> None:
+        died = self.toxiproxy.exit_status()
+        try:
+            self.toxiproxy.restart()
+        except ToxiproxyUnavailable as exc:
+            self.toxiproxy_error = (
+                f"the run's Toxiproxy server died ({died}) and did not restart: {exc}"
+            )
+            raise ToxiproxyUnavailable(self.toxiproxy_error) from None
+        print(
+            f"crashpoint: the Toxiproxy server died ({died}); restarted it at {self.toxiproxy.url}",
+            file=sys.stderr,
+            flush=True,
         )
+
+    # -- opening trials -------------------------------------------------------------------
+
+    def open_trial(self, cell: Cell, seed: int, *, network: bool | None = None) -> Trial:
+        """A fresh, not yet set up :class:`Trial` of ``cell`` on this run's backend,
+        target, proxies (``network`` None: when the cell is a network cell), watchdog,
+        abort and warm providers; its teardown closes its proxies.
+        :class:`ToxiproxyUnavailable` when proxies are wanted and cannot be had."""
+        net = self.make_network(cell, wanted=network)
+        try:
+            return Trial(
+                cell,
+                seed=seed,
+                config=self.config,
+                make_backend=self.make_backend,
+                make_target=lambda d: self.make_target(cell, d),
+                network=net,
+                watchdog=self.watchdog,
+                abort=self.abort,
+                provider_pool=self.providers,
+            )
+        except BaseException:
+            if net is not None:
+                net.close()
+            raise
+
+    def run_trial(
+        self, cell: Cell, seed: int, driver: Driver, *, network: bool | None = None
+    ) -> TrialResult:
+        """One trial of ``cell`` played by ``driver`` and judged; skipped when its proxies
+        cannot be had, inconclusive when its infrastructure failed under it."""
+        try:
+            trial = self.open_trial(cell, seed, network=network)
+        except ToxiproxyUnavailable as exc:
+            # The server went away mid-run and could not be had again: the cells still to
+            # come are skipped with the reason, never inconclusive noise or a crashed run.
+            return skipped_result(cell, seed, f"no Toxiproxy server: {exc}")
+        return demoted(play(trial, driver), infrastructure_failure(trial))

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.contract.vocabulary import Verdict
-from harness.killgate import stopped_after_kill
+from harness.kill_admission import stopped_after_kill
 from scenarios.mutants import Mutant
 
 #: A scenario none of whose cells ran for a mutant, because the mutant was already killed.

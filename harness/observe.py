@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from fake_providers.models import Arrival, Effect
+from harness.contract.records import Arrival, Effect
 from harness.history import Event, History, made_from
 
 #: Worker log events worth a mark on the timeline (the rest is there already: claims and
@@ -46,7 +46,7 @@ class ProviderLog(Protocol):
 
 
 class LedgerLog(Protocol):
-    """A target whose ledger rows become events (:class:`harness.target.TargetAdapter`)."""
+    """A target whose ledger rows become events (:class:`harness.targets.base.TargetAdapter`)."""
 
     def ledger_events(self) -> list[Event]: ...
 

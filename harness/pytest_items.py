@@ -18,7 +18,7 @@ import pytest
 from harness.contract.vocabulary import Verdict
 from harness.explain import explain
 from harness.plan import Cell
-from harness.verdict import TrialResult
+from harness.trial_run import TrialResult
 
 NO_SIGNAL = "none"
 

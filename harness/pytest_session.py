@@ -24,21 +24,18 @@ from typing import Any
 import pytest
 
 from harness import applicable
-from harness.commands.matrix import MatrixOptions, trial_config
+from harness.commands.matrix import MatrixOptions
+from harness.commands.session_report import merge_shards, trial_page, write_session, write_shard
 from harness.contract.errors import ConfigError, CrashpointError, ToxiproxyUnavailable
 from harness.infra import RunInfra
 from harness.plan import Cell
 from harness.pytest_items import CellFailed, CellItem, TargetNode
 from harness.pytest_options import REFERENCE, Settings, read_settings
 from harness.results import new_run_id, replay_command, results_document, summarize
-from harness.runner import RunSpec, run_one, skipped_result
+from harness.runner import RunSpec, run_one, run_spec, skipped_result
 from harness.scenario_api import ScenarioTrial, custom_cell, open_trial, provider_kind
 from harness.targets.config import CommandConfig, load_config
-from harness.verdict import TrialResult, trial_seed
-from reports import build_report, write_run
-from reports.html import TRIALS_DIR
-from reports.json_io import write_json
-from reports.pages import safe_stem
+from harness.trial_run import TrialResult, trial_seed
 
 PLUGIN_NAME = "crashpoint-session"
 #: ``workeroutput`` key a worker names its shard's results.json under (the plugin module
@@ -163,12 +160,6 @@ class CrashpointSession:
         return cells
 
     @property
-    def lease_ttl_s(self) -> float | None:
-        if self.settings.lease_ttl_s is not None:
-            return self.settings.lease_ttl_s
-        return self.command.lease_ttl_s if self.command is not None else None
-
-    @property
     def label(self) -> str:
         """The collector's node id: the configuration file, or ``crashpoint:reference``."""
         if self.config_path is None:
@@ -194,20 +185,16 @@ class CrashpointSession:
                     backend=s.backend,
                     pg_dsn=s.pg_dsn,
                     command=self.command,
+                    lease_ttl_s=self.settings.lease_ttl_s,
                 )
             )
         except CrashpointError as exc:
             self._broken = f"crashpoint infrastructure: {type(exc).__name__}: {exc}"
             raise CellFailed(self._broken) from None
-        spec = infra.spec(
+        spec = run_spec(
+            infra,
             self.selected,
             seed=self.seed,
-            config=trial_config(
-                self.lease_ttl_s,
-                infra.pg_dsn,
-                backend=infra.backend_name,
-                term_grace_s=self.command.term_grace_s if self.command is not None else None,
-            ),
             command="pytest",
             jobs=1,
             target=self.target_doc,
@@ -225,7 +212,7 @@ class CrashpointSession:
         return result, replay
 
     def page_of(self, trial_id: str) -> Path:
-        return self.settings.out / TRIALS_DIR / f"{safe_stem(trial_id)}.html"
+        return trial_page(self.settings.out, trial_id)
 
     @contextlib.contextmanager
     def custom_trial(
@@ -236,7 +223,7 @@ class CrashpointSession:
         network: bool = False,
         description: str | None = None,
     ) -> Iterator[ScenarioTrial]:
-        spec = self.spec()
+        self.spec()
         assert self._infra is not None
         try:
             kind = provider_kind(self.command, provider)
@@ -258,7 +245,6 @@ class CrashpointSession:
                 self._infra,
                 cell,
                 seed=seed,
-                config=spec.config,
                 network=network,
                 page=self.page_of(cell.id),
                 replay=replay,
@@ -345,16 +331,15 @@ class CrashpointSession:
         if self.worker_id is not None:
             if self.entries:
                 shard = out / SHARDS_DIR / self.worker_id / "results.json"
-                path = write_json(self.document(), shard)
+                path = write_shard(self.document(), shard)
                 self.config.workeroutput[SHARD_KEY] = str(path)  # type: ignore[attr-defined]
             return
         try:
             if self.shards:
-                merged = build_report(sorted(self.shards), out)
+                counts: Mapping[str, int] = merge_shards(self.shards, out)
                 shutil.rmtree(out / SHARDS_DIR, ignore_errors=True)
-                counts: Mapping[str, int] = dataclasses.asdict(merged.summary)
             elif self.entries:
-                write_run(self.document(), out)
+                write_session(self.document(), out)
                 counts = summarize(self.entries)
             else:
                 return

@@ -17,7 +17,7 @@ from harness.applicable import grouped
 from harness.contract.vocabulary import RESULTS_SCHEMA, ExitCode, Verdict
 from harness.plan import Cell
 from harness.runner import RunSpec
-from harness.verdict import TrialResult
+from harness.trial_run import TrialResult
 
 
 def replay_command(spec: RunSpec, cell: Cell) -> str:

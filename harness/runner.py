@@ -3,6 +3,8 @@
 Trials are independent: each has its own state directory, providers and workers (a
 provider process may serve several trials in turn, wiped between them), so
 ``--jobs N`` runs them on a thread pool (``--shard i/n`` is chosen in ``harness.plan``).
+Each trial is opened on the run's infrastructure (:meth:`RunInfra.run_trial`), the one
+way every command opens one.
 """
 
 from __future__ import annotations
@@ -10,29 +12,43 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from harness.backends.base import Backend
-from harness.contract.errors import Terminated, ToxiproxyUnavailable
+from harness import applicable
+from harness.contract.errors import Terminated
 from harness.drivers import driver_for
-from harness.history import History
+from harness.infra import RunInfra
 from harness.plan import Cell
-from harness.target import TargetAdapter
-from harness.trial import TrialConfig
-from harness.verdict import TrialResult, run_trial, trial_seed
-from harness.watchdog import Watchdog
+from harness.run_width import resolve_jobs
+from harness.targets.reference import reference_lease_s
+from harness.trial_run import Driver, TrialResult, skipped_result, trial_seed
 
-if TYPE_CHECKING:
-    from fake_providers import ProviderPool
-    from harness.network.seam import NetworkSeam
+__all__ = [
+    "Admission",
+    "RunInterrupted",
+    "RunSpec",
+    "TrialSource",
+    "run_cells",
+    "run_one",
+    "run_spec",
+    "skipped_result",
+]
 
 Progress = Callable[[TrialResult], None]
 
 
-class Gate(Protocol):
-    """A run's say over which cells start, and when (``harness.killgate`` is one).
+class TrialSource(Protocol):
+    """Where a run's trials come from: :class:`harness.infra.RunInfra` (tests give a
+    fake). ``abort`` is set on Ctrl-C: the trials stop waiting and tear down."""
+
+    abort: threading.Event
+
+    def run_trial(self, cell: Cell, seed: int, driver: Driver) -> TrialResult: ...
+
+
+class Admission(Protocol):
+    """A run's say over which cells start, and when (``harness.kill_admission`` is one).
 
     ``admit`` and ``record`` are called on the trial threads, so an implementation
     guards its own state. ``record`` runs on the thread that ran the trial, before that
@@ -57,9 +73,8 @@ class Gate(Protocol):
 class RunSpec:
     cells: Sequence[Cell]
     seed: int
-    config: TrialConfig
-    make_backend: Callable[[History], Backend]
-    make_target: Callable[[Cell, Path], TargetAdapter]
+    #: Opens and plays each trial (the run's :class:`RunInfra`).
+    trials: TrialSource
     target: dict[str, Any]
     command: str = "run"
     jobs: int = 1
@@ -68,29 +83,40 @@ class RunSpec:
     #: Cells left out because they cannot apply to the target (cell id -> reason):
     #: never run, never counted as skipped (:mod:`harness.applicable`).
     not_applicable: dict[str, str] = field(default_factory=dict)
-    make_network: Callable[[Cell], NetworkSeam | None] | None = None
     replay_flags: Sequence[str] = ()
-    watchdog: Watchdog | None = None
-    #: The run's warm providers, leased to each trial and wiped between them (None:
-    #: every trial starts its own).
-    providers: ProviderPool | None = None
-    #: Set on Ctrl-C: this run's trials stop waiting and tear down. One per run, so a
-    #: later run in the same process starts clear.
-    abort: threading.Event = field(default_factory=threading.Event)
     #: The order cells start in and whether each still should (None: all, in order).
-    gate: Gate | None = None
+    gate: Admission | None = None
+
+    @property
+    def abort(self) -> threading.Event:
+        return self.trials.abort
 
 
-def skipped_result(cell: Cell, seed: int, reason: str) -> TrialResult:
-    return TrialResult(
-        cell=cell,
+def run_spec(
+    infra: RunInfra,
+    cells: Sequence[Cell],
+    *,
+    seed: int,
+    command: str,
+    jobs: int | None,
+    target: dict[str, Any],
+) -> RunSpec:
+    """The run of ``cells`` on ``infra``; ``jobs`` None is the default width
+    (``harness.run_width``)."""
+    cells, not_applicable = applicable.split(cells, infra.command)
+    replay: list[str] = []
+    if infra.config.lease_ttl_s != reference_lease_s(infra.backend_name):
+        replay += ["--lease-ttl-s", str(infra.config.lease_ttl_s)]
+    return RunSpec(
+        cells=cells,
         seed=seed,
-        verdict="skipped",
-        reached=False,
-        reason=reason,
-        violations=[],
-        duration_s=0.0,
-        events=[],
+        trials=infra,
+        target=target,
+        command=command,
+        jobs=resolve_jobs(jobs, len(cells), backend=infra.backend_name),
+        skipped=infra.skipped(cells),
+        not_applicable=not_applicable,
+        replay_flags=replay,
     )
 
 
@@ -103,36 +129,7 @@ def run_one(spec: RunSpec, cell: Cell) -> TrialResult:
     refused = spec.gate.admit(cell) if spec.gate is not None else None
     if refused is not None:
         return skipped_result(cell, seed, refused)
-    try:
-        network = spec.make_network(cell) if spec.make_network is not None else None
-    except ToxiproxyUnavailable as exc:
-        # The server went away mid-run and could not be had again: the cells still to
-        # come are skipped with the reason, never inconclusive noise or a crashed run.
-        return skipped_result(cell, seed, f"no Toxiproxy server: {exc}")
-    try:
-        result = run_trial(
-            cell,
-            driver,
-            seed=seed,
-            config=spec.config,
-            make_backend=spec.make_backend,
-            make_target=lambda d: spec.make_target(cell, d),
-            network=network,
-            watchdog=spec.watchdog,
-            abort=spec.abort,
-            provider_pool=spec.providers,
-        )
-        broken = network.failure() if network is not None else None
-        if broken is not None:
-            # Whatever the trial saw after its proxies vanished is the harness's doing.
-            was = f"{result.verdict}: {result.reason}" if result.reason else result.verdict
-            result = replace(
-                result, verdict="inconclusive", violations=[], reason=f"{broken}; it ended {was}"
-            )
-        return result
-    finally:
-        if network is not None:
-            network.close()
+    return spec.trials.run_trial(cell, seed, driver)
 
 
 def _run_recorded(spec: RunSpec, cell: Cell) -> TrialResult:
@@ -156,6 +153,9 @@ def run_cells(spec: RunSpec, *, progress: Progress | None = None) -> list[TrialR
     """Run every cell (the gate's order, if any; it may skip some); results come back in
     the cells' order whatever the pool did."""
     results: dict[str, TrialResult] = {}
+    # The abort belongs to this run: one set by an earlier run on the same
+    # infrastructure does not stop this one.
+    spec.abort.clear()
     # The pool takes its queue first in, first out: the submission order is the start order.
     todo = spec.cells
     if spec.gate is not None:

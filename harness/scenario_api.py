@@ -14,35 +14,41 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from fake_providers import Fault
 from harness.backends.base import WorkerHandle
-from harness.contract.errors import ConfigError, CrashpointError, ToxiproxyUnavailable
+from harness.contract.errors import ConfigError, CrashpointError
 from harness.contract.vocabulary import Verdict
-from harness.explain import explain
 from harness.history import Event, History
-from harness.infra import RunInfra
-from harness.oracle import Judgement, Violation, judge
-from harness.oracle.stored import facts_to_json
+from harness.infra import RunInfra, infrastructure_failure
+from harness.oracle import Judgement
 from harness.plan import Cell
 from harness.rendezvous import Gate, Hit
-from harness.target import quiet_window_s
-from harness.trial import Trial, TrialConfig
-from harness.verdict import TrialResult, containment_of
-from scenarios.table import Scenario
+from harness.scenario_cell import CUSTOM_POINT, custom_cell, provider_kind
+from harness.scenario_verdict import ScenarioVerdict
+from harness.trial import Trial
+from harness.trial_run import TrialResult, containment_of, judge_trial, recorded_so_far
 
 if TYPE_CHECKING:
     from harness.network.seam import Link, NetworkSeam
-    from harness.targets.config import CommandConfig
 
-#: The injection point a custom trial is filed under in results.json and the report.
-CUSTOM_POINT = "custom"
 #: How long a verb waits for a worker to reach a hold.
 REACH_TIMEOUT_S = 10.0
+
+__all__ = [
+    "CUSTOM_POINT",
+    "ProviderHold",
+    "ScenarioTrial",
+    "ScenarioVerdict",
+    "custom_cell",
+    "open_trial",
+    "provider_kind",
+    "scenario_trial",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,59 +71,6 @@ def _step(verb: F) -> F:
             raise
 
     return cast(F, run)
-
-
-@dataclass(frozen=True, repr=False)
-class ScenarioVerdict:
-    """What the oracle decided about a custom trial, with what it was decided from: the
-    judgement a table cell's trial gets (:func:`harness.oracle.judge`), whole."""
-
-    verdict: Verdict
-    violations: tuple[Violation, ...]
-    reason: str | None
-    reached: bool
-    #: The trial's history, as results.json keeps it; violations cite it by index.
-    events: tuple[dict[str, Any], ...]
-    name: str = "custom scenario"
-    page: Path | None = None
-    replay: str | None = None
-    #: Invariant -> why it (or the part named) could not be judged.
-    unjudged: Mapping[str, str] = field(default_factory=dict)
-    #: Findings that break no invariant (harness.oracle.warn).
-    warnings: tuple[Violation, ...] = ()
-    #: One row per committed effect, and one per job left in needs_review.
-    trace: tuple[dict[str, Any], ...] = ()
-    review: tuple[dict[str, Any], ...] = ()
-
-    @property
-    def held(self) -> bool:
-        return self.verdict == Verdict.HELD
-
-    @property
-    def invariants(self) -> list[str]:
-        """The invariants violated, each once, in the order they were found."""
-        return list(dict.fromkeys(v.invariant for v in self.violations))
-
-    def assert_held(self) -> None:
-        """Raise ``AssertionError`` with the whole story unless the trial held."""
-        __tracebackhide__ = True  # pytest shows the test's line, not this one
-        if not self.held:
-            raise AssertionError(str(self))
-
-    def __repr__(self) -> str:
-        found = f": {', '.join(self.invariants)}" if self.violations else ""
-        return f"<ScenarioVerdict {self.verdict}{found}>"
-
-    def __str__(self) -> str:
-        return explain(
-            self.name,
-            verdict=self.verdict,
-            reason=self.reason,
-            violations=self.violations,
-            events=self.events,
-            page=self.page,
-            replay=self.replay,
-        )
 
 
 @dataclass
@@ -306,19 +259,9 @@ class ScenarioTrial:
             return self.verdict
         if self.error is not None:
             return self._settle(Judgement(Verdict.INCONCLUSIVE, reason=self.error))
-        trial = self.trial
         events: list[Event] | None = None
         try:
-            quiescent = trial.wait_quiescent(timeout_s=timeout_s)
-            events = trial.record()
-            facts = trial.facts(quiescent=quiescent, review_expected=frozenset(review))
-            self._facts = facts_to_json(facts, t0=trial.history.t0)
-            judged = judge(
-                events,
-                facts,
-                bound_s=timeout_s or trial.config.quiescence_timeout_s,
-                quiet_s=quiet_window_s(trial.config.lease_ttl_s),
-            )
+            events, judged, self._facts = judge_trial(self.trial, review, timeout_s=timeout_s)
         except CrashpointError as exc:
             return self._settle(Judgement(Verdict.INCONCLUSIVE, reason=str(exc)), events)
         return self._settle(judged, events)
@@ -328,9 +271,7 @@ class ScenarioTrial:
         verdict = self.check()
         if not self._closed:
             self._closed = True
-            self.trial.teardown()
-            if self.trial.network is not None:
-                self.trial.network.close()
+            self.trial.teardown()  # its proxies with it
         return verdict
 
     def result(self) -> TrialResult:
@@ -365,7 +306,12 @@ class ScenarioTrial:
         """Keep ``judged`` as the trial's verdict; ``events`` is the history it was judged
         from (None: the trial broke first, so what it recorded so far is kept)."""
         if events is None:
-            events = self._recorded()
+            events = recorded_so_far(self.trial)
+        broken = infrastructure_failure(self.trial)
+        if broken is not None:
+            # Whatever the trial saw after its proxies vanished is the harness's doing.
+            was = judged.verdict.value + (f": {judged.reason}" if judged.reason else "")
+            judged = Judgement(Verdict.INCONCLUSIVE, reason=f"{broken}; it ended {was}")
         t0 = self.trial.history.t0
         self._containment = containment_of(events)
         self.verdict = ScenarioVerdict(
@@ -383,13 +329,6 @@ class ScenarioTrial:
             review=judged.review,
         )
         return self.verdict
-
-    def _recorded(self) -> list[Event]:
-        """What the trial recorded so far, as far as a broken trial still can."""
-        self.trial.stop()
-        with contextlib.suppress(Exception):
-            self.trial.observer.settle()
-        return self.trial.history.events()
 
     def _network(self) -> NetworkSeam:
         if self.trial.network is None:
@@ -409,76 +348,19 @@ class ScenarioTrial:
         self.trial.release(hold.fault_id, outcome)
 
 
-def custom_cell(
-    name: str,
-    *,
-    provider: str,
-    ledger: str = "sqlite",
-    backend: str = "process",
-    description: str | None = None,
-) -> Cell:
-    """The cell a custom trial is filed under: its own scenario at :data:`CUSTOM_POINT`."""
-    scenario = Scenario(
-        name,
-        description or "a custom scenario",
-        "every invariant holds",
-        "as the scenario drives it",
-        points=(CUSTOM_POINT,),
-        providers=(provider,),
-    )
-    return Cell(scenario, CUSTOM_POINT, provider, None, ledger, backend)
-
-
-def provider_kind(command: CommandConfig | None, wanted: str | None) -> str:
-    """The provider kind of a custom trial: the target's own for a command target (its
-    first provider, by kind or name), else ``wanted`` (default ``idempotent``)."""
-    if command is None:
-        return wanted or "idempotent"
-    first = command.providers[0]
-    if wanted is not None and wanted not in (first.kind, first.name):
-        raise ConfigError(
-            f"{command.path}: provider {wanted!r} is not the target's; its provider is "
-            f"{first.name} ({first.kind})"
-        )
-    return first.kind
-
-
 def open_trial(
     infra: RunInfra,
     cell: Cell,
     *,
     seed: int,
-    config: TrialConfig,
     network: bool = False,
     page: Path | None = None,
     replay: str | None = None,
 ) -> ScenarioTrial:
-    """A :class:`ScenarioTrial` of ``cell`` on the run's infrastructure, not yet started;
-    ``network`` puts Toxiproxy in front of its provider (ToxiproxyUnavailable if none)."""
-    net = trial_network(infra, cell) if network else None
-    trial = Trial(
-        cell,
-        seed=seed,
-        config=config,
-        make_backend=infra.make_backend,
-        make_target=lambda d: infra.make_target(cell, d),
-        network=net,
-        watchdog=infra.watchdog,
-    )
-    return ScenarioTrial(trial, page=page, replay=replay)
-
-
-def trial_network(infra: RunInfra, cell: Cell) -> NetworkSeam:
-    """Proxies for one custom trial, starting the run's Toxiproxy server on first need."""
-    if infra.toxiproxy is None and infra.toxiproxy_error is None:
-        # RunInfra starts the server at open only for network cells of the table; a
-        # custom trial asks for it later (RunInfra has no public hook for that yet).
-        infra._start_toxiproxy()
-    if infra.toxiproxy is None:
-        raise ToxiproxyUnavailable(infra.toxiproxy_error or "no Toxiproxy server")
-    from harness.network import TrialNetwork
-
-    return TrialNetwork(infra.toxiproxy, cell)
+    """A :class:`ScenarioTrial` of ``cell`` on the run's infrastructure
+    (:meth:`RunInfra.open_trial`), not yet started; ``network`` puts Toxiproxy in front of
+    its provider (ToxiproxyUnavailable if none)."""
+    return ScenarioTrial(infra.open_trial(cell, seed, network=network), page=page, replay=replay)
 
 
 @contextlib.contextmanager
@@ -505,11 +387,10 @@ def scenario_trial(
         command = load_config(Path(config))
     kind = provider_kind(command, provider)
     cell = custom_cell(name, provider=kind, ledger=ledger, backend=backend, description=description)
-    lease = lease_ttl_s or (command.lease_ttl_s if command is not None else None)
-    with RunInfra.open([], ledger=ledger, backend=backend, pg_dsn=pg_dsn, command=command) as infra:
-        grace = command.term_grace_s if command is not None else None
-        settings = TrialConfig.for_target(lease, infra.pg_dsn, backend=backend, term_grace_s=grace)
-        st = open_trial(infra, cell, seed=seed, config=settings, network=network)
+    with RunInfra.open(
+        [], ledger=ledger, backend=backend, pg_dsn=pg_dsn, command=command, lease_ttl_s=lease_ttl_s
+    ) as infra:
+        st = open_trial(infra, cell, seed=seed, network=network)
         try:
             yield st.start()
         finally:

@@ -51,7 +51,6 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-import harness
 from harness.backends.base import (
     Backend,
     WorkerHandle,
@@ -120,7 +119,7 @@ def host_binds(cwd: Path, extra: Mapping[str, str] | None = None) -> dict[str, d
         if ".pyenv" in parts:
             path = Path(*parts[: parts.index(".pyenv") + 1])
         wanted.append(path)
-    wanted.append(Path(harness.__file__).resolve().parents[1])  # the repository checkout
+    wanted.append(Path(__file__).resolve().parents[2])  # the repository checkout
     binds: dict[str, dict[str, str]] = {}
     for path in sorted(set(wanted), key=lambda p: len(p.parts)):
         if not any(path.is_relative_to(Path(b)) for b in binds):

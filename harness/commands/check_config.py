@@ -33,7 +33,6 @@ from rich.text import Text
 
 from harness.commands.console import stdout
 from harness.commands.init import FIRST_SCENARIO, PLACEHOLDER
-from harness.commands.matrix import trial_config
 from harness.contract.env import (
     FAILPOINTS,
     RECOVERY,
@@ -169,12 +168,13 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
     """Start the providers and one worker, enqueue one job, and record what happens."""
     from fake_providers import start_provider
     from harness.backends import get_backend
+    from harness.infra import trial_settings
     from harness.rendezvous import Rendezvous
     from harness.targets.command import CommandAdapter
     from harness.targets.wiretap import WireTap
     from harness.watchdog import Watchdog
 
-    settings = trial_config(config.lease_ttl_s, None)
+    settings = trial_settings(config)
     seen = Seen(config=config, waited_s=0.0)
     with contextlib.ExitStack() as stack:
         # Short: the failpoint socket lives here, and UNIX socket paths are short.

@@ -14,8 +14,8 @@ from rich.text import Text
 
 from harness.applicable import summary_line
 from harness.contract.vocabulary import Verdict
-from harness.killgate import STOPPED
-from harness.verdict import TrialResult
+from harness.kill_admission import STOPPED
+from harness.trial_run import TrialResult
 
 console = Console(stderr=True)
 if not console.is_terminal:

@@ -11,14 +11,13 @@ from harness.commands.matrix import (
     MatrixOptions,
     interrupted_code,
     run_matrix,
-    trial_config,
     worst,
 )
 from harness.commands.outputs import keep_run
 from harness.contract.vocabulary import ExitCode
 from harness.infra import RunInfra
-from harness.jobs import resolve_jobs
 from harness.results import exit_code
+from harness.run_width import resolve_jobs
 
 
 def demo_command(*, out: Path, seed: int | None, jobs: int | None) -> int:
@@ -35,7 +34,6 @@ def demo_command(*, out: Path, seed: int | None, jobs: int | None) -> int:
             infra,
             chosen,
             seed=seed,
-            config=trial_config(None, None),
             command="demo",
             jobs=jobs,
             target={"name": "reference", "kind": "reference", "mutant": None},

@@ -1,5 +1,6 @@
-"""What every matrix command shares: its options, the trial settings, one pass over the
-cells with progress, and how the exit codes of several passes combine."""
+"""What every matrix command shares: its options, one pass over the cells with
+progress, and how the exit codes of several passes combine (the trial settings are the
+run's infrastructure's: :func:`harness.infra.trial_settings`)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,8 @@ from harness.contract.vocabulary import ExitCode, Verdict, severity
 from harness.infra import RunInfra
 from harness.plan import Cell, select_cells
 from harness.results import results_document
-from harness.runner import Gate, RunInterrupted, RunSpec, run_cells
-from harness.trial import TrialConfig
-from harness.verdict import TrialResult
+from harness.runner import Admission, RunInterrupted, RunSpec, run_cells, run_spec
+from harness.trial_run import TrialResult
 
 #: When a command runs several times, its exit codes rank as the verdicts they stand for
 #: (``harness.contract.vocabulary.VERDICT_ORDER``: a violation outweighs an inconclusive
@@ -42,7 +42,7 @@ class MatrixOptions:
     out: Path = Path("crashpoint-out")
     strict: bool = False
     fail_on_warning: bool = False
-    #: Trials at once; None: the run's default (``harness.jobs``).
+    #: Trials at once; None: the run's default (``harness.run_width``).
     jobs: int | None = None
     shard: str | None = None
     lease_ttl_s: float | None = None
@@ -67,10 +67,6 @@ class MatrixOptions:
         )
 
 
-#: The trial settings for a target's lease and SIGTERM grace, as every command gives them.
-trial_config = TrialConfig.for_target
-
-
 def execute(spec: RunSpec, *, label: str) -> list[TrialResult]:
     """Run the spec's cells, showing progress."""
     bar, advance = progress_printer(len(spec.cells), label)
@@ -85,16 +81,15 @@ def run_matrix(
     cells: Sequence[Cell],
     *,
     seed: int,
-    config: TrialConfig,
     command: str,
     jobs: int | None,
     target: dict[str, Any],
     replay_prefix: Sequence[str] = (),
     label: str | None = None,
-    gate: Gate | None = None,
+    gate: Admission | None = None,
 ) -> dict[str, Any]:
     """Run ``cells`` once and return the results document."""
-    spec = infra.spec(cells, seed=seed, config=config, command=command, jobs=jobs, target=target)
+    spec = run_spec(infra, cells, seed=seed, command=command, jobs=jobs, target=target)
     spec.gate = gate
     spec.replay_flags = [*replay_prefix, *spec.replay_flags]
     started = time.time()

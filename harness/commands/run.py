@@ -12,7 +12,6 @@ from harness.commands.matrix import (
     MatrixOptions,
     interrupted_code,
     run_matrix,
-    trial_config,
     worst,
 )
 from harness.commands.outputs import keep_run
@@ -45,18 +44,20 @@ def run_command(
         replay = resolved.flags
     seed = opts.seed if opts.seed is not None else random.randrange(2**31)
     chosen = opts.cells(mutant=mutant)
-    grace = command.term_grace_s if command is not None else None
-    config = trial_config(opts.lease_ttl_s, opts.pg_dsn, backend=opts.backend, term_grace_s=grace)
     code: int = ExitCode.HELD
     with RunInfra.open(
-        chosen, ledger=opts.ledger, backend=opts.backend, pg_dsn=opts.pg_dsn, command=command
+        chosen,
+        ledger=opts.ledger,
+        backend=opts.backend,
+        pg_dsn=opts.pg_dsn,
+        command=command,
+        lease_ttl_s=opts.lease_ttl_s,
     ) as infra:
         for i in range(repeat):
             doc = run_matrix(
                 infra,
                 chosen,
                 seed=seed + i,
-                config=config,
                 command="run",
                 jobs=opts.jobs,
                 target=target_doc,

@@ -2,7 +2,7 @@
 be killed by some cell.
 
 By default a mutant stops once a trial caught it by the invariant it predicts (its other
-cells are recorded as skipped, ``harness.killgate``); ``--full`` runs every cell of every
+cells are recorded as skipped, ``harness.kill_admission``); ``--full`` runs every cell of every
 mutant for the complete kill matrix. The correct worker runs all its cells either way."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import random
 from dataclasses import replace
 
 from harness.commands.console import console, print_kill_matrix
-from harness.commands.matrix import MatrixOptions, run_matrix, trial_config, worst
+from harness.commands.matrix import MatrixOptions, run_matrix, worst
 from harness.commands.outputs import keep_run
 from harness.contract.vocabulary import ExitCode, Verdict
 from harness.infra import RunInfra
-from harness.killgate import StopWhenKilled
+from harness.kill_admission import StopWhenKilled
 from harness.killmatrix import kill_matrix
 from harness.results import exit_code, summarize
 from scenarios.mutants import MUTANTS
@@ -28,15 +28,17 @@ def selftest_command(opts: MatrixOptions, *, full: bool = False) -> int:
     all_cells = opts.cells()
     for name in sorted(MUTANTS):
         all_cells += opts.cells(mutant=name)
-    config = trial_config(opts.lease_ttl_s, opts.pg_dsn, backend=opts.backend)
     with RunInfra.open(
-        all_cells, ledger=opts.ledger, backend=opts.backend, pg_dsn=opts.pg_dsn
+        all_cells,
+        ledger=opts.ledger,
+        backend=opts.backend,
+        pg_dsn=opts.pg_dsn,
+        lease_ttl_s=opts.lease_ttl_s,
     ) as infra:
         doc = run_matrix(
             infra,
             all_cells,
             seed=seed,
-            config=config,
             command="selftest",
             jobs=opts.jobs,
             target={"name": "reference", "kind": "reference", "mutant": None},

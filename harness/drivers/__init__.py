@@ -32,7 +32,7 @@ from harness.drivers import (
     steps,
 )
 from harness.drivers.registry import DriverRegistry, NoDriver
-from harness.verdict import Driver
+from harness.trial import Driver
 
 __all__ = ["DRIVERS", "DriverRegistry", "NoDriver", "driver_for"]
 

@@ -11,7 +11,7 @@ out under a stale token: ``fenced_writes`` sees the call.
 
 from __future__ import annotations
 
-from harness import clock
+from harness import faketime
 from harness.contract.errors import InfrastructureError
 from harness.drivers.process import take_over_then_thaw
 from harness.trial import Trial
@@ -30,22 +30,22 @@ def step_s(trial: Trial) -> float:
 
 def clock_skew(trial: Trial) -> frozenset[str]:
     """Stop the owner at its call, step its clock, let another finish, SIGCONT."""
-    lib = clock.library()
-    if lib is None or clock.unavailable() is not None:
+    lib = faketime.library()
+    if lib is None or faketime.unavailable() is not None:
         # The run skips these cells where the library is missing; reaching here means
         # the machine changed under the run.
-        raise InfrastructureError(f"clock_skew needs libfaketime: {clock.unavailable()}")
+        raise InfrastructureError(f"clock_skew needs libfaketime: {faketime.unavailable()}")
     offset_file = trial.dir / "w1.faketime"
-    clock.set_offset(offset_file, 0.0)
+    faketime.set_offset(offset_file, 0.0)
     job = trial.enqueue_batch()
     gate = trial.hold("before_external_call", job=job)
-    w1 = trial.start_worker(extra_env=clock.worker_env(offset_file, lib))
+    w1 = trial.start_worker(extra_env=faketime.worker_env(offset_file, lib))
     hit = trial.wait_hit(gate, what=f"failpoint before_external_call for {job}")
     trial.send(w1, "SIGSTOP")
     trial.stop_clear_of_write_locks(w1)
     hit.resume()
     step = step_s(trial)
-    clock.set_offset(offset_file, step)
+    faketime.set_offset(offset_file, step)
     trial.history.append(
         "supervisor",
         "note",

@@ -9,7 +9,7 @@ from fake_providers import Fault
 from harness.contract.errors import Inconclusive
 from harness.drivers.redelivery import enqueued_again
 from harness.drivers.review import NONE
-from harness.target import TargetAdapter
+from harness.targets.base import TargetAdapter
 from harness.trial import Trial
 
 

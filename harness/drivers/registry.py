@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from harness.contract.errors import CrashpointError
-from harness.verdict import Driver
+from harness.trial import Driver
 
 
 class NoDriver(CrashpointError):

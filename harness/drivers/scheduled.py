@@ -26,8 +26,7 @@ from harness.contract.errors import Inconclusive, RendezvousTimeout
 from harness.drivers.review import NONE
 from harness.rendezvous import Gate, Hit
 from harness.schedule import FAILPOINTS, HITTER, FaultStep, Schedule
-from harness.trial import Trial
-from harness.verdict import Driver
+from harness.trial import Driver, Trial
 
 #: How long a fault waits for its boundary before it counts as not reached.
 REACH_S = 4.0

@@ -1,22 +1,20 @@
 """One schedule as one real trial: a cell of its own, the schedule's player as its
-driver, then the usual quiescence, drain and oracle (:func:`harness.verdict.run_trial`)."""
+driver, opened on the run's infrastructure like every trial
+(:meth:`harness.infra.RunInfra.run_trial`), then the usual quiescence, drain and oracle."""
 
 from __future__ import annotations
 
-import contextlib
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.contract.errors import ToxiproxyUnavailable
 from harness.drivers.scheduled import schedule_driver
 from harness.exploration.search import Outcome
 from harness.infra import RunInfra
 from harness.plan import Cell
 from harness.schedule import Schedule
-from harness.trial import TrialConfig
-from harness.verdict import TrialResult, run_trial
+from harness.trial_run import TrialResult
 from scenarios.table import Scenario
 
 #: The scenario name every schedule trial is filed under in results.json and the report.
@@ -49,7 +47,6 @@ class ScheduleRunner:
     """Runs schedules on one run's infrastructure and keeps every trial it ran."""
 
     infra: RunInfra
-    config: TrialConfig
     seed: int
     mutant: str | None = None
     #: A command target's declared providers ``(name, kind)``; None for the reference.
@@ -70,27 +67,12 @@ class ScheduleRunner:
             mutant=self.mutant,
             provider_name=name,
         )
-        network = None
-        if any(f.action == "toxic" for f in schedule.faults):
-            from harness.scenario_api import trial_network
-
-            with contextlib.suppress(ToxiproxyUnavailable):
-                network = trial_network(self.infra, cell)
-        try:
-            result = run_trial(
-                cell,
-                schedule_driver(schedule),
-                seed=zlib.crc32(f"{self.seed}:{label}".encode()),
-                config=self.config,
-                make_backend=self.infra.make_backend,
-                make_target=lambda d: self.infra.make_target(cell, d),
-                network=network,
-                watchdog=self.infra.watchdog,
-                provider_pool=self.infra.providers,
-            )
-        finally:
-            if network is not None:
-                network.close()
+        result = self.infra.run_trial(
+            cell,
+            zlib.crc32(f"{self.seed}:{label}".encode()),
+            schedule_driver(schedule),
+            network=any(f.action == "toxic" for f in schedule.faults),
+        )
         trial = result.to_json(self.replay)
         trial["schedule"] = schedule.to_json()
         self.results.append(result)

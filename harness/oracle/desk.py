@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from fake_providers.models import Arrival
+from harness.contract.records import Arrival
 from harness.history import Event
 from harness.oracle.facts import JobFinal, Record, TrialFacts, identity, read
 

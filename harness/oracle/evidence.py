@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fake_providers.models import Arrival, Effect
+from harness.contract.records import Arrival, Effect
 from harness.oracle.facts import Claim, JobFinal, Record, ResultWrite
 
 LedgerRow = JobFinal | Claim | ResultWrite

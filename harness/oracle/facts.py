@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fake_providers.models import Arrival, Effect
+from harness.contract.records import Arrival, Effect
 from harness.contract.vocabulary import EventKind
 from harness.history import MADE_FROM, Event
 from harness.oracle.loading import Loader

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-from fake_providers.models import Arrival
+from harness.contract.records import Arrival
 from harness.oracle.evidence import Violation
 from harness.oracle.facts import Record, TrialFacts
 from harness.oracle.warn import WARNINGS

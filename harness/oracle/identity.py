@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from fake_providers.models import Arrival
+from harness.contract.records import Arrival
 from harness.oracle.evidence import Violation, violation
 from harness.oracle.facts import Record, TrialFacts
 

@@ -1,6 +1,6 @@
 """One judgement of a trial: its history read once, every reader handed that one record.
 
-The runner (:func:`harness.verdict.run_trial`), ``crashpoint recheck``
+The runner (:func:`harness.trial_run.play`), ``crashpoint recheck``
 (:func:`harness.recheck.rejudge`) and a custom scenario
 (:meth:`harness.scenario_api.ScenarioTrial.check`) all call :func:`judge`, so a verdict
 means the same wherever it was reached, and a stored trial judged again is judged by

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from fake_providers.models import Effect
+from harness.contract.records import Effect
 from harness.oracle.evidence import Violation, violation
 from harness.oracle.facts import Record, TrialFacts
 

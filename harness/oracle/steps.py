@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from fake_providers.models import Arrival, Effect
+from harness.contract.records import Arrival, Effect
 from harness.oracle.evidence import Violation, violation
 from harness.oracle.facts import Record, TrialFacts
 

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from fake_providers.models import Arrival, Effect
+from harness.contract.records import Arrival, Effect
 from harness.history import Event
 from harness.oracle.evidence import Violation, violation
 from harness.oracle.facts import Record, TrialFacts, read, token

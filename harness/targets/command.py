@@ -43,7 +43,7 @@ from harness.contract.errors import ConfigError
 from harness.history import Event
 from harness.observe import ProviderLog
 from harness.oracle import JobFinal
-from harness.target import Redelivery, quiet_window_s
+from harness.targets.base import Redelivery, quiet_window_s
 from harness.targets.bounded import Overran, run_bounded
 from harness.targets.config import (
     CommandConfig,
@@ -141,7 +141,7 @@ class _Activity:
 
 
 class CommandAdapter:
-    """A :class:`~harness.target.TargetAdapter` for a worker described by a config."""
+    """A :class:`~harness.targets.base.TargetAdapter` for a worker described by a config."""
 
     #: A second delivery is the same job enqueued again into the same target.
     redelivery: Redelivery = "enqueue_again"

@@ -11,7 +11,7 @@ from typing import Any
 from harness.history import Event
 from harness.observe import ProviderLog
 from harness.oracle import JobFinal
-from harness.target import Redelivery
+from harness.targets.base import Redelivery
 from scenarios.reference import ReferenceTarget, Snapshot
 
 #: The reference worker's retry cap: its own setting, which it declares like any target
@@ -37,7 +37,7 @@ def reference_lease_s(backend: str) -> float:
 
 
 class ReferenceAdapter:
-    """A :class:`~harness.target.TargetAdapter` over :class:`ReferenceTarget`."""
+    """A :class:`~harness.targets.base.TargetAdapter` over :class:`ReferenceTarget`."""
 
     provider_name = "svc"
     #: A second delivery reaches a second consumer with a ledger of its own.

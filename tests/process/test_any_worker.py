@@ -26,7 +26,6 @@ from harness.oracle import TrialFacts, check
 from harness.plan import Cell, cells
 from harness.targets.config import load_config
 from harness.trial import Trial, TrialConfig
-from harness.verdict import run_trial
 from scenarios.table import BY_NAME
 
 pytestmark = pytest.mark.process
@@ -146,18 +145,11 @@ def test_a_worker_that_retries_five_times_holds_under_its_own_cap_of_six() -> No
         trial.reached = True
         return frozenset()
 
+    settings = TrialConfig(lease_ttl_s=config.lease_ttl_s, http_timeout_s=0.6)
     with RunInfra.open(
-        [cell], ledger="sqlite", backend="process", pg_dsn=None, command=config
+        [cell], ledger="sqlite", backend="process", pg_dsn=None, command=config, config=settings
     ) as infra:
-        result = run_trial(
-            cell,
-            fail_five_times,
-            seed=1,
-            config=TrialConfig(lease_ttl_s=config.lease_ttl_s, http_timeout_s=0.6),
-            make_backend=infra.make_backend,
-            make_target=lambda d: infra.make_target(cell, d),
-            watchdog=infra.watchdog,
-        )
+        result = infra.run_trial(cell, 1, fail_five_times)
     assert result.verdict == "held", [v.message for v in result.violations]
     writes = [e for e in result.events if e["kind"] == "arrival" and e["job"] == "j-0001"]
     assert [w["fields"]["status"] for w in writes] == [503] * 5 + [201]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from trialkit import describe, events, run_cell
 
-from harness import clock
+from harness import faketime as libfaketime
 
 pytestmark = pytest.mark.process
 
@@ -24,7 +24,7 @@ AHEAD = ("clock_skew", "worker_ahead", "plain", "SIGSTOP")
 def faketime(pytestconfig: pytest.Config) -> None:
     from harness.pytest_plugin import missing
 
-    why = clock.unavailable()
+    why = libfaketime.unavailable()
     if why is not None:
         missing(pytestconfig, f"{why}; run scripts/install-infra.sh faketime")
 
@@ -43,16 +43,16 @@ def docker_engine(pytestconfig: pytest.Config) -> None:
 def test_a_step_moves_the_wall_clock_of_a_running_worker_and_not_its_monotonic(
     tmp_path: Path,
 ) -> None:
-    lib = clock.library()
+    lib = libfaketime.library()
     assert lib is not None
     offset = tmp_path / "offset"
-    clock.set_offset(offset, 0.0)
+    libfaketime.set_offset(offset, 0.0)
     code = (
         "import sys, time\n"
         "for line in sys.stdin:\n"
         "    print(time.time() - time.monotonic(), flush=True)\n"
     )
-    env = {**os.environ, **clock.worker_env(offset, lib)}
+    env = {**os.environ, **libfaketime.worker_env(offset, lib)}
     with subprocess.Popen(
         [sys.executable, "-c", code],
         env=env,
@@ -70,7 +70,7 @@ def test_a_step_moves_the_wall_clock_of_a_running_worker_and_not_its_monotonic(
 
         ours = time.time() - time.monotonic()
         before = reading()
-        clock.set_offset(offset, -30.0)
+        libfaketime.set_offset(offset, -30.0)
         after = reading()
         assert worker.stdin is not None
         worker.stdin.close()

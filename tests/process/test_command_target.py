@@ -294,7 +294,7 @@ def test_enqueue_that_exits_non_zero_is_a_config_error(tmp_path: Path) -> None:
     command = f"{sys.executable} {tmp_path / 'enqueue.py'} j-0001 {payload}"
     assert message == (
         f"{config}: target.enqueue command `{command}` exited 3 "
-        "(stderr, last lines: queue is full); make it exit 0 once the job is queued"
+        "(stderr, last lines: queue is full | second line); make it exit 0 once the job is queued"
     )
 
 

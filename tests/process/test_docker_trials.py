@@ -10,9 +10,9 @@ from trialkit import describe, effects, events, run_cell
 
 from harness.infra import RunInfra
 from harness.plan import Cell
-from harness.runner import run_one
+from harness.runner import run_one, run_spec
 from harness.trial import TrialConfig
-from harness.verdict import TrialResult
+from harness.trial_run import TrialResult
 from scenarios.table import BY_NAME
 
 pytestmark = [pytest.mark.process, pytest.mark.docker]
@@ -61,10 +61,10 @@ def test_two_trials_of_one_run_at_once_do_not_collide() -> None:
         Cell(after, "after_external_call", "plain", "SIGKILL", backend="docker"),
         Cell(lease, "after_external_call", "idempotent", "SIGSTOP", backend="docker"),
     ]
-    with RunInfra.open(cells, ledger="sqlite", backend="docker", pg_dsn=None) as infra:
-        spec = infra.spec(
-            cells, seed=11, config=TrialConfig(), command="test", jobs=2, target={"name": "ref"}
-        )
+    with RunInfra.open(
+        cells, ledger="sqlite", backend="docker", pg_dsn=None, config=TrialConfig()
+    ) as infra:
+        spec = run_spec(infra, cells, seed=11, command="test", jobs=2, target={"name": "ref"})
         start = threading.Barrier(len(cells))
 
         def trial(cell: Cell) -> TrialResult:

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.failpoint_lines import MAX_LINE_BYTES
 from harness.history import History
 from harness.rendezvous import Rendezvous
+from harness.rendezvous_wire import MAX_LINE_BYTES
 
 pytestmark = pytest.mark.process
 

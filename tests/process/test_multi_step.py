@@ -15,7 +15,7 @@ import pytest
 from clikit import ROOT, leftovers, results, run
 from trialkit import describe, events, run_cell, writes
 
-from harness.verdict import TrialResult
+from harness.trial_run import TrialResult
 from scenarios.mutants import MUTANTS
 from scenarios.table import BY_NAME, step_points
 

@@ -14,11 +14,10 @@ from collections.abc import Iterator, Sequence
 import pytest
 from trialkit import describe
 
-from harness.commands.matrix import trial_config
 from harness.infra import RunInfra
 from harness.plan import Cell, select_cells
-from harness.runner import run_cells
-from harness.verdict import TrialResult
+from harness.runner import run_cells, run_spec
+from harness.trial_run import TrialResult
 
 pytestmark = pytest.mark.process
 
@@ -38,10 +37,10 @@ LEASE_BOUND = (
 
 def run(cells: Sequence[Cell], *, jobs: int | None, seed: int) -> list[TrialResult]:
     with RunInfra.open(cells, ledger="sqlite", backend="process", pg_dsn=None) as infra:
-        spec = infra.spec(
+        spec = run_spec(
+            infra,
             cells,
             seed=seed,
-            config=trial_config(None, None),
             command="test",
             jobs=jobs,
             target={"name": "reference"},

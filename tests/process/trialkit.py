@@ -6,9 +6,9 @@ from typing import Any
 
 from harness.infra import RunInfra
 from harness.plan import Cell
-from harness.runner import run_one
+from harness.runner import run_one, run_spec
 from harness.trial import TrialConfig
-from harness.verdict import TrialResult
+from harness.trial_run import TrialResult
 from scenarios.table import BY_NAME
 
 
@@ -27,9 +27,11 @@ def run_cell(
 ) -> TrialResult:
     cell = Cell(BY_NAME[scenario], point, provider, signal, ledger, backend, mutant)
     config = config or TrialConfig(pg_dsn=pg_dsn)
-    with RunInfra.open([cell], ledger=ledger, backend=backend, pg_dsn=pg_dsn) as infra:
-        spec = infra.spec(
-            [cell], seed=seed, config=config, command="test", jobs=1, target={"name": "reference"}
+    with RunInfra.open(
+        [cell], ledger=ledger, backend=backend, pg_dsn=pg_dsn, config=config
+    ) as infra:
+        spec = run_spec(
+            infra, [cell], seed=seed, command="test", jobs=1, target={"name": "reference"}
         )
         return run_one(spec, cell)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +23,23 @@ def cells() -> list[Cell]:
     ]
 
 
-def spec(tmp_path: Path) -> RunSpec:
+class Trials:
+    """A run's trial source whose every cell is skipped: nothing is opened."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.abort = threading.Event()
+        self.config = TrialConfig(workdir=tmp_path)
+
+    def run_trial(self, cell: Cell, seed: int, driver: Any) -> Any:
+        pytest.fail("no trial runs: every cell is skipped")
+
+
+def spec(tmp_path: Path, trials: Trials | None = None) -> RunSpec:
     todo = cells()
     return RunSpec(
         cells=todo,
         seed=1,
-        config=TrialConfig(workdir=tmp_path),
-        make_backend=lambda history: pytest.fail("no trial runs: every cell is skipped"),
-        make_target=lambda cell, d: pytest.fail("no trial runs: every cell is skipped"),
+        trials=trials or Trials(tmp_path),
         target={"name": "reference"},
         jobs=2,
         # Skipped cells return at once: the pool runs without a process.
@@ -37,12 +47,12 @@ def spec(tmp_path: Path) -> RunSpec:
     )
 
 
-def trial(run: RunSpec) -> Trial:
+def trial(run: RunSpec, tmp_path: Path) -> Trial:
     never: Any = None
     return Trial(
         run.cells[0],
         seed=1,
-        config=run.config,
+        config=TrialConfig(workdir=tmp_path),
         make_backend=lambda history: never,
         make_target=lambda d: never,
         abort=run.abort,
@@ -59,11 +69,11 @@ def test_ctrl_c_aborts_its_own_run_only(tmp_path: Path) -> None:
         run_cells(first, progress=interrupt)
     assert first.abort.is_set()
     with pytest.raises(Inconclusive, match="interrupted"):
-        trial(first).sleep(0)
+        trial(first, tmp_path).sleep(0)
 
     later = spec(tmp_path)
     assert not later.abort.is_set()
-    trial(later).sleep(0)  # a later run's trial waits as asked
+    trial(later, tmp_path).sleep(0)  # a later run's trial waits as asked
     assert [r.verdict for r in run_cells(later)] == ["skipped", "skipped"]
 
 
@@ -74,8 +84,17 @@ def test_a_trial_without_a_run_has_an_abort_of_its_own(tmp_path: Path) -> None:
     alone = Trial(
         run.cells[0],
         seed=1,
-        config=run.config,
+        config=TrialConfig(workdir=tmp_path),
         make_backend=lambda history: never,
         make_target=lambda d: never,
     )
     alone.sleep(0)
+
+
+def test_a_later_run_on_the_same_infrastructure_starts_clear(tmp_path: Path) -> None:
+    trials = Trials(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        run_cells(spec(tmp_path, trials), progress=interrupt)
+    assert trials.abort.is_set()
+    assert [r.verdict for r in run_cells(spec(tmp_path, trials))] == ["skipped", "skipped"]
+    assert not trials.abort.is_set()

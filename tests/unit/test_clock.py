@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import clock
+from harness import faketime
 from harness.drivers.clock import MIN_STEP_S, step_s
 from harness.infra import RunInfra
 from harness.plan import cells
@@ -16,15 +16,15 @@ from scenarios.table import BY_NAME
 
 def test_offsets_are_written_whole_as_libfaketime_reads_them(tmp_path: Path) -> None:
     path = tmp_path / "w1.faketime"
-    clock.set_offset(path, -12.5)
+    faketime.set_offset(path, -12.5)
     assert path.read_text() == "-12.5\n"
-    clock.set_offset(path, 0.0)
+    faketime.set_offset(path, 0.0)
     assert path.read_text() == "+0\n"
     assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_a_worker_gets_the_wall_clock_of_its_file_and_keeps_the_monotonic_one() -> None:
-    env = clock.worker_env(Path("/t/w1.faketime"), "/lib/libfaketime.so.1")
+    env = faketime.worker_env(Path("/t/w1.faketime"), "/lib/libfaketime.so.1")
     assert env["LD_PRELOAD"] == "/lib/libfaketime.so.1"
     assert env["FAKETIME_TIMESTAMP_FILE"] == "/t/w1.faketime"
     assert env["FAKETIME_NO_CACHE"] == "1"  # a step is seen at once
@@ -34,14 +34,14 @@ def test_a_worker_gets_the_wall_clock_of_its_file_and_keeps_the_monotonic_one() 
 def test_a_library_named_but_missing_is_none(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv(clock.LIB_VAR, str(tmp_path / "nope.so"))
-    assert clock.library() is None
+    monkeypatch.setenv(faketime.LIB_VAR, str(tmp_path / "nope.so"))
+    assert faketime.library() is None
 
 
 def test_without_libfaketime_the_clock_cells_are_skipped_with_the_reason(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(clock, "unavailable", lambda: "libfaketime is not installed")
+    monkeypatch.setattr(faketime, "unavailable", lambda: "libfaketime is not installed")
     infra = RunInfra(ledger="sqlite", backend="process", pg_dsn=None)
     infra.toxiproxy = object()
     every = cells()

@@ -26,7 +26,7 @@ from harness.contract.errors import ConfigError
 from harness.history import Event, History
 from harness.plan import Cell
 from harness.trial import Trial, TrialConfig
-from harness.verdict import containment_of
+from harness.trial_run import containment_of
 from harness.watchdog import _kill_cgroup, _Registry
 from reports import results_from_dict, write_html
 from scenarios.table import SCENARIOS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import threading
 from typing import Any
 
 import pytest
@@ -10,7 +10,7 @@ import pytest
 from harness.drivers import DRIVERS, DriverRegistry, NoDriver, driver_for, network, provider
 from harness.plan import Cell
 from harness.runner import RunSpec, run_one
-from harness.trial import Trial, TrialConfig
+from harness.trial import Trial
 from scenarios.table import SCENARIOS, Scenario
 
 
@@ -72,15 +72,16 @@ def test_a_cell_without_a_driver_is_an_error_not_a_skip() -> None:
     row = Scenario("no_such_row", "nothing", "nothing", "nothing", points=("p1",))
     cell = Cell(row, "p1", "plain", None)
 
-    def never(*args: Any) -> Any:
-        raise AssertionError("no trial may start for a cell without a driver")
+    class Never:
+        abort = threading.Event()
+
+        def run_trial(self, *args: Any) -> Any:
+            raise AssertionError("no trial may start for a cell without a driver")
 
     spec = RunSpec(
         cells=[cell],
         seed=1,
-        config=TrialConfig(workdir=Path("/nonexistent")),
-        make_backend=never,
-        make_target=never,
+        trials=Never(),
         target={},
         skipped={cell.id: "a skip must not hide the missing driver"},
     )

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.failpoint_lines import (
+from harness.rendezvous_wire import (
     MAX_LINE_BYTES,
     BadLine,
     FailpointLine,

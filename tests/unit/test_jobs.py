@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from harness import jobs
+from harness import run_width as jobs
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from harness.pytest_items import CellFailed, item_name, outcome
 from harness.pytest_options import read_settings
 from harness.scenario_api import ScenarioVerdict, custom_cell, provider_kind
 from harness.targets.config import CommandConfig, ProviderDecl
-from harness.verdict import TrialResult
+from harness.trial_run import TrialResult
 
 pytest_plugins = ["pytester"]
 

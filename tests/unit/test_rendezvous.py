@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from harness.contract.errors import ConfigError, RendezvousTimeout
-from harness.rendezvous import Gate, Hit, Holds, Rendezvous, _Conn
+from harness.rendezvous import Connection, Gate, Hit, Holds, Rendezvous
 
 
 def test_unarmed_points_match_nothing() -> None:
@@ -74,7 +74,7 @@ def test_gate_timeout_names_point_and_job() -> None:
 
 def test_gate_hands_over_hits_in_order() -> None:
     gate = Gate("p", None, None, 2)
-    conn = _Conn.__new__(_Conn)  # never used for I/O here
+    conn = Connection.__new__(Connection)  # never used for I/O here
     first = Hit("p", "j-1", 1, 10, 1.0, True, conn)
     second = Hit("p", "j-2", 1, 11, 2.0, True, conn)
     gate.deliver(first)
@@ -100,8 +100,8 @@ class _Wire:
         self.sent.append(data)
 
 
-def _wired_conn() -> tuple[_Conn, _Wire]:
-    conn = _Conn.__new__(_Conn)  # no socket: the wire records what a worker would read
+def _wired_conn() -> tuple[Connection, _Wire]:
+    conn = Connection.__new__(Connection)  # no socket: the wire records what a worker would read
     wire = _Wire()
     conn.sock = wire  # type: ignore[assignment]
     conn.lock = threading.Lock()

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from harness import phases, trial
+from harness import phases
 from harness.plan import Cell
-from harness.trial import QUIESCENCE_POLL_S, Trial, TrialConfig
+from harness.trial import QUIESCENCE_POLL_S, Trial, TrialConfig, quiescence
 from scenarios.table import BY_NAME
 
 
@@ -53,7 +53,7 @@ class Ledger:
 
 def quiet_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ledger_reads: int) -> Trial:
     clock = Clock()
-    monkeypatch.setattr(trial.time, "monotonic", clock)
+    monkeypatch.setattr(quiescence.time, "monotonic", clock)
     monkeypatch.setattr(phases.time, "monotonic", clock)
     cell = Cell(
         BY_NAME["crash_before_external_call"],
@@ -127,11 +127,11 @@ def test_the_bound_is_stretched_by_the_workers_wait_for_a_cpu_at_most_by_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, waited_s: float, quiescent: bool
 ) -> None:
     t = quiet_trial(tmp_path, monkeypatch, ledger_reads=1)
-    start = trial.time.monotonic()
+    start = quiescence.time.monotonic()
     # The jobs end half a second past a 1 s bound: in time only for workers that waited
     # that long for a CPU; a wait longer than the bound stretches it by the bound.
     t.target = EndsAt(t.abort.clock, start + 1.5)  # type: ignore[assignment,attr-defined]
-    monkeypatch.setattr(trial, "CpuWait", lambda pids, from_birth: Starved(waited_s))
+    monkeypatch.setattr(quiescence, "CpuWait", lambda pids, from_birth: Starved(waited_s))
     assert t.wait_quiescent(timeout_s=1.0) is quiescent
     if not quiescent:
         assert t.quiet_deadline == pytest.approx(start + 1.0 + waited_s, abs=QUIESCENCE_POLL_S)
@@ -141,8 +141,8 @@ def test_a_bound_never_stretched_past_twice_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     t = quiet_trial(tmp_path, monkeypatch, ledger_reads=1)
-    start = trial.time.monotonic()
+    start = quiescence.time.monotonic()
     t.target = EndsAt(t.abort.clock, start + 2.5)  # type: ignore[assignment,attr-defined]
-    monkeypatch.setattr(trial, "CpuWait", lambda pids, from_birth: Starved(60.0))
+    monkeypatch.setattr(quiescence, "CpuWait", lambda pids, from_birth: Starved(60.0))
     assert t.wait_quiescent(timeout_s=1.0) is False
     assert t.quiet_deadline == pytest.approx(start + 2.0)

@@ -4,21 +4,18 @@ and the runner consulting it (fake trials: no processes, no sockets, no sleeps).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 
-import harness.runner
-from harness.killgate import STOPPED, StopWhenKilled, likeliest_first, start_order
+from harness.kill_admission import STOPPED, StopWhenKilled, likeliest_first, start_order
 from harness.killmatrix import kill_matrix
 from harness.oracle.evidence import Violation
 from harness.plan import Cell, cells
 from harness.results import results_document
 from harness.runner import RunSpec, run_cells
-from harness.trial import TrialConfig
-from harness.verdict import TrialResult
+from harness.trial_run import TrialResult
 from scenarios.mutants import MUTANTS
 from scenarios.table import BY_NAME
 
@@ -126,16 +123,29 @@ class _Fake:
         return result(cell, "held")
 
 
-def _spec(todo: Sequence[Cell], gate: StopWhenKilled, jobs: int) -> RunSpec:
-    def never(*args: Any) -> Any:
-        raise AssertionError("the fake trial starts nothing")
+class _Trials:
+    """A run's trial source whose trials are ``play(cell, driver)``: nothing starts."""
 
+    def __init__(self, play: Callable[..., TrialResult] | None = None) -> None:
+        self.play = play
+        self.abort = threading.Event()
+
+    def run_trial(self, cell: Cell, seed: int, driver: Any) -> TrialResult:
+        if self.play is None:
+            raise AssertionError("the fake trial starts nothing")
+        return self.play(cell, driver)
+
+
+def _spec(
+    todo: Sequence[Cell],
+    gate: StopWhenKilled,
+    jobs: int,
+    play: Callable[..., TrialResult] | None = None,
+) -> RunSpec:
     return RunSpec(
         cells=todo,
         seed=1,
-        config=TrialConfig(workdir=Path("/nonexistent")),
-        make_backend=never,
-        make_target=never,
+        trials=_Trials(play),
         target={"name": "reference"},
         jobs=jobs,
         gate=gate,
@@ -157,7 +167,7 @@ class _Recorded(StopWhenKilled):
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_the_runner_skips_a_killed_mutants_remaining_cells(
-    jobs: int, monkeypatch: pytest.MonkeyPatch
+    jobs: int,
 ) -> None:
     gate = _Recorded()
     fake = _Fake()
@@ -169,10 +179,11 @@ def test_the_runner_skips_a_killed_mutants_remaining_cells(
             assert gate.kills.wait(timeout=30), "the mutant's trial never ended"
         return fake(cell, driver, **kw)
 
-    monkeypatch.setattr(harness.runner, "run_trial", play)
     todo = plan("fresh_key_per_attempt")
     progressed: list[str] = []
-    results = run_cells(_spec(todo, gate, jobs), progress=lambda r: progressed.append(r.cell.id))
+    results = run_cells(
+        _spec(todo, gate, jobs, play), progress=lambda r: progressed.append(r.cell.id)
+    )
 
     assert [r.cell.id for r in results] == [c.id for c in todo], "results keep the cells' order"
     assert sorted(progressed) == sorted(c.id for c in todo), "progress sees every cell"
@@ -187,11 +198,10 @@ def test_the_runner_skips_a_killed_mutants_remaining_cells(
     assert {r.reason for r in stopped} == {STOPPED + killer}
 
 
-def test_without_a_gate_every_cell_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_gate_every_cell_runs() -> None:
     fake = _Fake()
-    monkeypatch.setattr(harness.runner, "run_trial", fake)
     todo = plan("fresh_key_per_attempt")
-    spec = _spec(todo, StopWhenKilled(MUTANTS), 1)
+    spec = _spec(todo, StopWhenKilled(MUTANTS), 1, fake)
     spec.gate = None
     results = run_cells(spec)
     assert fake.started == [c.id for c in todo]
@@ -207,12 +217,9 @@ def test_a_gate_that_loses_a_cell_is_refused() -> None:
         run_cells(_spec(plan(), Lossy(MUTANTS), 1))
 
 
-def test_kill_matrix_says_not_run_for_cells_stopped_after_the_kill(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(harness.runner, "run_trial", _Fake())
+def test_kill_matrix_says_not_run_for_cells_stopped_after_the_kill() -> None:
     todo = plan("fresh_key_per_attempt")
-    spec = _spec(todo, StopWhenKilled(MUTANTS), 1)
+    spec = _spec(todo, StopWhenKilled(MUTANTS), 1, _Fake())
     doc = results_document(spec, run_cells(spec), started=0.0, environment={})
     km = kill_matrix(doc["trials"], MUTANTS, mode="until_killed")
     assert km["mode"] == "until_killed"

@@ -1,38 +1,41 @@
-"""Running one trial to its verdict.
+"""One opened trial, played to its result.
 
-:func:`run_trial` wraps a scenario driver with setup, the time bound, the oracle and
+:func:`play` wraps a scenario driver with setup, the time bound, the oracle and
 teardown, and turns whatever happened into a :class:`TrialResult`: anything the harness
-itself breaks on becomes ``inconclusive`` with the reason, never a pass.
+itself breaks on becomes ``inconclusive`` with the reason, never a pass. Trials are
+opened by :meth:`harness.infra.RunInfra.open_trial` (the one way to open one).
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-import threading
 import time
 import traceback
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from harness.backends.base import Backend
 from harness.contract.errors import CrashpointError, Inconclusive
 from harness.contract.vocabulary import Verdict
-from harness.history import Event, History
-from harness.oracle import Violation, judge, warning_json
+from harness.history import Event
+from harness.oracle import Judgement, Violation, judge, warning_json
 from harness.oracle.stored import facts_to_json
 from harness.plan import Cell
 from harness.provider_crash import provider_crash
-from harness.target import TargetAdapter, quiet_window_s
-from harness.trial import PROVIDER_NAME, Trial, TrialConfig
-from harness.watchdog import Watchdog
+from harness.targets.base import quiet_window_s
+from harness.trial import PROVIDER_NAME, Driver, Trial
 
-if TYPE_CHECKING:
-    from fake_providers import ProviderPool
-    from harness.network.seam import NetworkSeam
+__all__ = [
+    "Driver",
+    "TrialResult",
+    "containment_of",
+    "judge_trial",
+    "play",
+    "skipped_result",
+    "trial_seed",
+]
 
 
 @dataclass
@@ -96,103 +99,121 @@ class TrialResult:
         }
 
 
-Driver = Callable[[Trial], frozenset[str]]
+def skipped_result(cell: Cell, seed: int, reason: str) -> TrialResult:
+    """A trial that never ran, and why (a prerequisite missing, a gate's refusal)."""
+    return TrialResult(
+        cell=cell,
+        seed=seed,
+        verdict="skipped",
+        reached=False,
+        reason=reason,
+        violations=[],
+        duration_s=0.0,
+        events=[],
+    )
 
 
-def run_trial(
-    cell: Cell,
-    driver: Driver,
-    *,
-    seed: int,
-    config: TrialConfig,
-    make_backend: Callable[[History], Backend],
-    make_target: Callable[[Path], TargetAdapter],
-    network: NetworkSeam | None = None,
-    watchdog: Watchdog | None = None,
-    abort: threading.Event | None = None,
-    provider_pool: ProviderPool | None = None,
-) -> TrialResult:
-    """Run ``driver`` on a fresh trial of ``cell`` and judge it.
+def play(trial: Trial, driver: Driver) -> TrialResult:
+    """Run ``driver`` on ``trial`` (fresh, not yet set up), judge it and tear it down.
 
     The driver applies the scenario's faults and returns the jobs whose only safe end is
     needs_review. The workers are stopped before the oracle reads the history, so the
     events it judges are the whole trial, and exactly the list the result keeps.
     Anything the harness itself breaks on becomes an ``inconclusive`` verdict with the
-    reason, never a pass. ``abort`` is the run's: set, it ends the trial's waits.
-    ``provider_pool`` is the run's warm providers (None: each trial starts its own).
+    reason, never a pass.
     """
     t0 = time.monotonic()
-    trial = Trial(
-        cell,
-        seed=seed,
-        config=config,
-        make_backend=make_backend,
-        make_target=make_target,
-        network=network,
-        watchdog=watchdog,
-        abort=abort,
-        provider_pool=provider_pool,
-    )
-    violations: list[Violation] = []
-    warnings: list[Violation] = []
-    trace: list[dict[str, Any]] = []
-    review_desk: list[dict[str, Any]] = []
-    reason: str | None = None
-    verdict = Verdict.INCONCLUSIVE.value
+    judged = Judgement(Verdict.INCONCLUSIVE)
     events: list[Event] | None = None
-    notes: dict[str, str] = {}
-    stored_facts: dict[str, Any] | None = None
+    stored: dict[str, Any] | None = None
     try:
         trial.setup()
         review = driver(trial)
-        quiescent = trial.wait_quiescent()
-        events = trial.record()
-        facts = trial.facts(quiescent=quiescent, review_expected=review)
-        stored_facts = facts_to_json(facts, t0=trial.history.t0)
-        with trial.phases.timed("oracle"):
-            judged = judge(
-                events,
-                facts,
-                bound_s=config.quiescence_timeout_s,
-                quiet_s=quiet_window_s(config.lease_ttl_s),
-            )
-        verdict, reason = judged.verdict.value, judged.reason
-        violations, warnings = list(judged.violations), list(judged.warnings)
-        notes, trace, review_desk = dict(judged.unjudged), list(judged.trace), list(judged.review)
-    except Inconclusive as exc:
-        reason = str(exc)
-    except CrashpointError as exc:
-        reason = f"{type(exc).__name__}: {exc}"
+        events, judged, stored = judge_trial(trial, review)
     except Exception as exc:
-        reason = f"harness error: {type(exc).__name__}: {exc}"
-        print(traceback.format_exc(), file=sys.stderr)
+        judged = Judgement(Verdict.INCONCLUSIVE, reason=broken_because(exc))
     finally:
         trial.stop()
         # Before the last records are read: a dead provider is restarted on its log.
         crashed = provider_crash(trial)
         if crashed is not None:
-            verdict, violations, notes, reason = Verdict.INCONCLUSIVE.value, [], {}, crashed
+            judged = replace(
+                judged, verdict=Verdict.INCONCLUSIVE, violations=(), unjudged={}, reason=crashed
+            )
             events = None  # read again below, from the restarted provider's log
             # Its records were not whole when judged: recheck must keep it, not judge it.
-            stored_facts = None
-        stopped = trial.stopped_at or time.monotonic()
-        worker_s = sum(
-            min(h.exited_at or stopped, stopped) - h.started_at for h in trial.workers.values()
-        )
+            stored = None
+        worker_s = workers_time_s(trial)
         if events is None:
-            # Not judged: keep what the trial recorded for the report, as far as it can.
-            with contextlib.suppress(Exception):
-                trial.observer.settle()
-            events = trial.history.events()
+            events = recorded_so_far(trial)
         trial.teardown()
+    return _result(trial, judged, events, stored, t0=t0, worker_s=worker_s)
+
+
+def judge_trial(
+    trial: Trial, review: Iterable[str], *, timeout_s: float | None = None
+) -> tuple[list[Event], Judgement, dict[str, Any]]:
+    """Wait for quiescence (``timeout_s``, else the settings' bound), stop every worker
+    and judge the whole history: the events judged, the judgement, the facts as stored
+    (for ``crashpoint recheck``). ``review`` names the jobs whose only safe end is
+    needs_review."""
+    config = trial.config
+    quiescent = trial.wait_quiescent(timeout_s=timeout_s)
+    events = trial.record()
+    facts = trial.facts(quiescent=quiescent, review_expected=frozenset(review))
+    stored = facts_to_json(facts, t0=trial.history.t0)
+    with trial.phases.timed("oracle"):
+        judged = judge(
+            events,
+            facts,
+            bound_s=timeout_s or config.quiescence_timeout_s,
+            quiet_s=quiet_window_s(config.lease_ttl_s),
+        )
+    return events, judged, stored
+
+
+def broken_because(exc: Exception) -> str:
+    """Why a trial the harness broke on is inconclusive, from what it raised."""
+    if isinstance(exc, Inconclusive):
+        return str(exc)
+    if isinstance(exc, CrashpointError):
+        return f"{type(exc).__name__}: {exc}"
+    print(traceback.format_exc(), file=sys.stderr)
+    return f"harness error: {type(exc).__name__}: {exc}"
+
+
+def recorded_so_far(trial: Trial) -> list[Event]:
+    """Not judged: what the trial recorded, for the report, as far as it still can."""
+    trial.stop()
+    with contextlib.suppress(Exception):
+        trial.observer.settle()
+    return trial.history.events()
+
+
+def workers_time_s(trial: Trial) -> float:
+    """The seconds the trial's workers were alive, summed, up to the trial's stop."""
+    stopped = trial.stopped_at or time.monotonic()
+    return sum(min(h.exited_at or stopped, stopped) - h.started_at for h in trial.workers.values())
+
+
+def _result(
+    trial: Trial,
+    judged: Judgement,
+    events: list[Event],
+    stored: dict[str, Any] | None,
+    *,
+    t0: float,
+    worker_s: float,
+) -> TrialResult:
     duration = time.monotonic() - t0
+    verdict = judged.verdict
     return TrialResult(
-        cell=cell,
-        seed=seed,
-        verdict=verdict,
+        cell=trial.cell,
+        seed=trial.seed,
+        verdict=verdict.value,
         reached=trial.reached,
-        reason=reason,
-        violations=violations,
+        reason=judged.reason,
+        violations=list(judged.violations),
         duration_s=duration,
         events=[e.to_json(t0=trial.history.t0) for e in events],
         timings={
@@ -201,13 +222,13 @@ def run_trial(
             "overhead_s": max(0.0, duration - trial.waits_s),
             **trial.phases.as_timings(),
         },
-        unjudged=notes,
+        unjudged=dict(judged.unjudged),
         reached_by=trial.reached_by if trial.reached else None,
-        warnings=warnings if verdict != Verdict.INCONCLUSIVE else [],
+        warnings=list(judged.warnings) if verdict != Verdict.INCONCLUSIVE else [],
         containment=containment_of(events),
-        trace=trace,
-        review=review_desk,
-        facts=stored_facts,
+        trace=list(judged.trace),
+        review=list(judged.review),
+        facts=stored,
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.contract.vocabulary import Verdict
 from harness.plan import Cell
-from harness.verdict import TrialResult
+from harness.trial_run import TrialResult
 from scenarios.mutants import Mutant
 
 #: The reason a cell of a killed mutant is skipped; the killing trial's id follows it.
@@ -63,7 +63,7 @@ def caught_as_predicted(result: TrialResult, mutant: Mutant) -> bool:
 
 
 class StopWhenKilled:
-    """A :class:`harness.runner.Gate`: skip a mutant's cells once one caught it as
+    """A :class:`harness.runner.Admission`: skip a mutant's cells once one caught it as
     predicted. Thread-safe: the pool's threads admit and record at once."""
 
     def __init__(self, mutants: Mapping[str, Mutant]) -> None:
