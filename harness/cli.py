@@ -248,7 +248,7 @@ def _target_options(f: click.decorators.FC) -> click.decorators.FC:
             "--target",
             default=None,
             metavar="NAME",
-            help="reference: the built-in one.  [default: ./crashpoint.toml]",
+            help="reference: the built-in worker.  [default: ./crashpoint.toml]",
         ),
         click.option(
             "--mutant",

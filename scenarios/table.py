@@ -221,6 +221,18 @@ SCENARIOS: tuple[Scenario, ...] = (
         points=("session_expired", "profile_changed"),
         signals=("SIGKILL",),
     ),
+    Scenario(
+        "retry_while_in_flight",
+        "the provider holds the write before commit past the worker's client timeout, "
+        "then commits: a retry under the same key meets the first still in flight",
+        "unknown; the retry is refused in flight (409)",
+        "a 409 is unknown too: wait or reconcile by key, never retry under a new key",
+        points=("hold_past_client_timeout",),
+        # Only a key can tell a retry from a new write while the first is in flight: a
+        # plain provider's lookup cannot see a request it has not committed yet, so no
+        # protocol could protect the cell there (DESIGN, "Fairness").
+        providers=("idempotent",),
+    ),
 )
 
 #: Points that need Toxiproxy even inside a scenario that has provider-side points too.

@@ -59,6 +59,7 @@ DRIVERS.register(
 DRIVERS.register("duplicate_delivery", delivery.duplicate_delivery)
 DRIVERS.register("simultaneous_trigger", delivery.simultaneous_trigger)
 DRIVERS.register("state_store_restore", restore.state_store_restore)
+DRIVERS.register("retry_while_in_flight", provider.held_past_client_timeout)
 DRIVERS.register("reset_after_commit", network.response_lost)
 DRIVERS.register("ledger_link_faults", network.ledger_link_fault)
 DRIVERS.register("slow_lease_renewal", network.slow_lease_renewal)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from fake_providers import Fault
 from harness.contract.errors import Inconclusive
 from harness.drivers.review import NONE, review_if_unqueryable
@@ -40,6 +42,34 @@ def delayed_response(trial: Trial) -> frozenset[str]:
     trial.start_worker()
     trial.reached = True
     return review_if_unqueryable(trial, job)
+
+
+#: How long past the worker's client timeout the provider holds the write before commit:
+#: long enough for the worker to see its call time out and try again while it is held.
+IN_FLIGHT_TIMEOUTS = 3
+
+
+def held_past_client_timeout(trial: Trial) -> frozenset[str]:
+    """The provider holds the write before commit past the worker's client timeout, then
+    commits it by itself; the worker is never killed.
+
+    A worker that retries under the same key meanwhile is answered 409 (in flight): it
+    must take that as unknown, not as a failure to retry under a new key, since the
+    first write commits when the hold ends. Fairness: the hold ends with a commit at its
+    own deadline, however late the harness is, so the outcome is always decidable.
+    """
+    job = trial.enqueue_batch()
+    hold_s = trial.config.http_timeout_s * IN_FLIGHT_TIMEOUTS
+    fault_id = trial.arm(
+        Fault("hold_before_commit", job=job, release_after_s=hold_s, release_outcome="commit")
+    )
+    trial.start_worker()
+    held = trial.wait_held(fault_id, what=f"provider hold for {job}")
+    # The trial waits out the hold: ended early by quiescence, the held write would be
+    # dropped at teardown, never committed, and a retry under a new key would look safe.
+    trial.sleep(max(0.0, held.t_mono + hold_s - time.monotonic()))
+    trial.release(fault_id, "commit")
+    return NONE
 
 
 def lookup_unavailable(trial: Trial) -> frozenset[str]:

@@ -73,6 +73,12 @@ BUGGY = [
         "stable_key_and_payload",
     ),
     (
+        AGENT_SDK,
+        "crashpoint-buggy-409-new-key.toml",
+        "retry_while_in_flight",
+        "no_duplicate_effect",
+    ),
+    (
         NODE_SDK,
         "crashpoint-buggy-sdk-auto-key.toml",
         "crash_after_external_success",
