@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from fake_providers import Fault
+from harness.backends.base import describe_exit
 from harness.contract.errors import Inconclusive, RendezvousTimeout
 from harness.cpu_wait import CpuWait
 from harness.history import Event
 from harness.reach import within_reach
 from harness.rendezvous import Gate, Hit
+from harness.targets.command import stderr_tail
 from harness.trial.state import TrialState
 
 #: How long a worker gets to reach a failpoint or a provider hold: its start-up and a
@@ -42,11 +45,23 @@ class FaultVerbs(TrialState):
         try:
             hit = self._within_reach(gate.wait, timeout_s)
         except RendezvousTimeout as exc:
-            raise Inconclusive(f"{what} was never reached: {exc}") from exc
+            raise Inconclusive(self._unreached(what, exc)) from exc
         finally:
             self.waits_s += time.monotonic() - t0  # the worker's time, not ours
         self.reached, self.reached_by = True, "failpoint"
         return hit
+
+    def _unreached(self, what: str, exc: RendezvousTimeout) -> str:
+        """Why a boundary was never reached: every worker gone before it is the reason
+        itself (its exit status and last stderr lines), not a missing failpoint call."""
+        handles = list(self.workers.values())
+        if handles and all(not h.alive() for h in handles):
+            exits = "; ".join(
+                f"{name} {describe_exit(h.returncode)}{_stderr_of(h)}"
+                for name, h in self.workers.items()
+            )
+            return f"{what} was never reached: every worker exited first: {exits}"
+        return f"{what} was never reached: {exc}"
 
     def _within_reach(self, wait: Callable[[float], T], timeout_s: float | None) -> T:
         """``wait`` for a boundary: :attr:`reach_s` (or ``timeout_s``), stretched by the
@@ -69,7 +84,7 @@ class FaultVerbs(TrialState):
         try:
             held = self._within_reach(lambda s: self.client.wait_held(fault_id, s), timeout_s)
         except RendezvousTimeout as exc:
-            raise Inconclusive(f"{what} was never reached: {exc}") from exc
+            raise Inconclusive(self._unreached(what, exc)) from exc
         finally:
             self.waits_s += time.monotonic() - t0  # the worker's time, not ours
         self.reached, self.reached_by = True, "provider"
@@ -113,3 +128,15 @@ class FaultVerbs(TrialState):
                 text=f"release ({outcome}) of fault {fault_id} came after the provider had "
                 "let the held request go at its deadline",
             )
+
+
+def _stderr_of(handle: Any) -> str:
+    """The last lines the worker wrote to stderr, where the backend kept them."""
+    path = getattr(handle, "stderr_path", None)
+    if path is None:
+        return ""
+    try:
+        data = Path(path).read_bytes()[-4096:]
+    except OSError:
+        return ""
+    return stderr_tail(data)
