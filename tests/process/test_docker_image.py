@@ -341,8 +341,10 @@ def test_an_image_that_cannot_be_had_is_one_line_and_exit_2(
     config.write_text(config.read_text().replace(f"build = {json.dumps(str(EXAMPLE))}", table))
     done = run(in_image(config, "--out", str(tmp_path / "out")), scratch)
     assert done.returncode == 2, done.stderr
+    # The run's first line names its target; then the one line that says what is wrong.
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith(f"crashpoint: {config}: {says}"), lines[0]
+    assert len(lines) == 2, done.stderr
+    assert lines[0].startswith("target: "), lines[0]
+    assert lines[1].startswith(f"crashpoint: {config}: {says}"), lines[1]
     assert not (tmp_path / "out" / "results.json").exists()
     assert not client.containers.list(all=True, filters={"label": RUN_LABEL})
