@@ -27,10 +27,58 @@ SOURCES = [
 ]
 
 
+#: Test processes at once: the process tier's tests mostly wait (leases, holds, worker
+#: start-ups), so three share two cores well; CRASHPOINT_TEST_WORKERS overrides it.
+TEST_WORKERS = os.environ.get("CRASHPOINT_TEST_WORKERS", "3")
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the unit and process tiers."""
-    session.run("python", "-m", "pytest", *session.posargs)
+    """Run the unit and process tiers, TEST_WORKERS at once."""
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-n",
+        TEST_WORKERS,
+        "--dist",
+        "worksteal",
+        "-m",
+        "not matrix",
+        *session.posargs,
+    )
+
+
+@nox.session(default=False)
+def deep(session: nox.Session) -> None:
+    """Run the fuzzers and property tests with the deep Hypothesis profile (long)."""
+    session.env["HYPOTHESIS_PROFILE"] = "deep"
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-k",
+        "fuzz or propert",
+        "tests/unit",
+        "tests/process",
+        *session.posargs,
+    )
+
+
+@nox.session(default=False)
+def examples(session: nox.Session) -> None:
+    """Run every example's correct variant through its whole matrix (several minutes)."""
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-n",
+        "2",
+        "-m",
+        "matrix",
+        "tests/process/test_examples_matrix.py",
+        *session.posargs,
+    )
 
 
 @nox.session(default=False)

@@ -83,8 +83,9 @@ def test_the_correct_worker_holds_every_cell_at_both_providers(
     by_provider = Counter((t["provider_name"], t["provider"]) for t in every)
     assert set(by_provider) == {("billing", "idempotent"), ("mailer", "plain")}
     # Every scenario that supports a kind ran there, the ledger-link ones aside.
-    # key_retention (a forgotten idempotency key) runs at idempotent providers only.
-    assert by_provider[("billing", "idempotent")] == 25
+    # key_retention (a forgotten idempotency key) and retry_while_in_flight (a retry that
+    # meets its first write in flight) run at idempotent providers only.
+    assert by_provider[("billing", "idempotent")] == 26
     assert by_provider[("mailer", "plain")] == 24
     scenarios = {(t["scenario"], t["injection_point"], t["provider_name"]) for t in every}
     for name in ("billing", "mailer"):

@@ -21,6 +21,7 @@ from sendgrid.helpers.mail import CustomArg, Mail
 
 from fake_providers import Fault, ProviderProcess, start_provider
 from fake_providers.personas.sendgrid import message_id
+from fake_providers.store import external_id
 
 pytestmark = pytest.mark.process
 
@@ -100,7 +101,9 @@ def test_send_and_send_again_are_two_emails(p: ProviderProcess) -> None:
     assert [e.job_id for e in effects] == [JOB, JOB]
     assert [e.client_marker for e in effects] == ["m-1", "m-2"]
     ids = [first.headers["X-Message-Id"], second.headers["X-Message-Id"]]
-    assert ids == [message_id(str(e.external_id)) for e in effects]
+    # The effect's external reference is the message id the worker was given.
+    assert ids == [e.external_id for e in effects]
+    assert ids == [message_id(external_id("sendgrid", e.id)) for e in effects]
     # No idempotency: one fingerprint (the marker is left out of it), two effects.
     assert effects[0].fingerprint == effects[1].fingerprint
 

@@ -88,7 +88,9 @@ def test_a_worker_retrying_past_its_cap_is_found_within_50() -> None:
             bad = _retries_past_the_cap(s)
             return Outcome("violated" if bad else "held", ("bounded_retries",) if bad else ())
 
-        found = Explorer(run, space, budget=50, seed=seed, confirm=Confirm(1, 1)).explore()
+        found = Explorer(
+            run, space, budget=50, seed=seed, confirm=Confirm(1, 1), first_only=True
+        ).explore()
         needed.append(found.examples_needed)
         if found.finding is not None:
             shrunk = found.finding.schedule
