@@ -65,6 +65,12 @@ def why_not(command: CommandConfig | None, cell: Cell) -> str | None:
     return None
 
 
+def effect_providers(command: CommandConfig) -> list[tuple[str, str]]:
+    """The declared providers ``(name, kind)`` a fault can aim at: all but a model's,
+    which answers plans and commits no effect (:data:`PLANS_ONLY`)."""
+    return [(p.name, p.kind) for p in command.providers if p.persona != "openai"]
+
+
 def split(
     cells: Iterable[Cell], command: CommandConfig | None
 ) -> tuple[list[Cell], dict[str, str]]:

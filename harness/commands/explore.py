@@ -17,6 +17,7 @@ from typing import Any
 
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from harness.applicable import effect_providers
 from harness.commands.console import console
 from harness.commands.target import resolve_target
 from harness.contract.errors import ConfigError
@@ -81,8 +82,11 @@ def explore_command(
         resolved.command, lease_ttl_s=opts.lease_ttl_s, pg_dsn=opts.pg_dsn, backend=opts.backend
     )
     kinds: tuple[str, ...] = ("idempotent", "plain")
-    if resolved.declared is not None:
-        declared = {kind for _, kind in resolved.declared}
+    # Schedules aim at providers that can hold an effect: a model answers plans, so a
+    # schedule aimed at it would hold it to an effect it never makes (a false alarm).
+    aimed = effect_providers(resolved.command) if resolved.command is not None else None
+    if aimed is not None:
+        declared = {kind for _, kind in aimed}
         # Unqueryable only where nothing else is declared: each of the reference's mutants
         # shows on an idempotent or plain provider, and a third kind drawn beside them
         # makes every one of them slower to find.
@@ -113,7 +117,7 @@ def explore_command(
         lease_ttl_s=opts.lease_ttl_s,
     ) as infra:
         runner = ScheduleRunner(
-            infra, seed, mutant=mutant, declared=resolved.declared, replay=again
+            infra, seed, mutant=mutant, declared=aimed, replay=again
         )
         # One database per target: a finding against one mutant is not replayed first
         # against another (the "reuse" phase replays what failed here before).

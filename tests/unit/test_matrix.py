@@ -296,3 +296,16 @@ def test_the_reference_runs_the_tables_own_steps_at_every_kind() -> None:
     got = cells([BY_NAME["multi_step_job"]])
     assert {c.provider for c in got} == {"idempotent", "plain", "unqueryable"}
     assert all("@" in c.point for c in got)
+
+
+def test_schedules_never_aim_at_a_model() -> None:
+    # A model answers plans and commits no effect: explore aimed plain-kind schedules at
+    # the agent example's model (declared first) and held it to an effect it never makes.
+    from harness.applicable import effect_providers
+    from harness.targets.config import ProviderDecl
+
+    model = ProviderDecl("model", "plain", persona="openai")
+    chat = ProviderDecl("chat", "plain", persona="slack")
+    billing = ProviderDecl("billing", "idempotent", persona="stripe")
+    command = _command(providers=(model, billing, chat))
+    assert effect_providers(command) == [("billing", "idempotent"), ("chat", "plain")]
