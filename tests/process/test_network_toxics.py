@@ -130,7 +130,9 @@ def test_clear_removes_every_toxic(faults: NetworkFaults, echo: str) -> None:
     assert faults.toxics(proxy) == []
     elapsed, data = round_trip(proxy)
     assert data == b"ping"
-    assert elapsed < 0.1
+    # Clear of the 500 ms latency (bounded by what it tells apart, not by how quick a
+    # round trip is: the test run shares two cores three ways).
+    assert elapsed < 0.4
 
 
 def test_two_servers_in_one_process(location: ToxiproxyLocation, echo: str) -> None:
@@ -140,8 +142,11 @@ def test_two_servers_in_one_process(location: ToxiproxyLocation, echo: str) -> N
         pa = fa.proxy("same_name", echo)
         pb = fb.proxy("same_name", echo)  # would conflict if both went to one server
         fa.add_latency(pa, 200)
-        assert round_trip(pb)[0] < 0.1
-        assert round_trip(pa)[0] >= 0.18
+        plain, slowed = round_trip(pb)[0], round_trip(pa)[0]
+        assert slowed >= 0.18
+        # The latency is a's alone: b's round trip is shorter by most of it, however busy
+        # the machine makes both.
+        assert plain < slowed - 0.1
 
 
 def test_attach_to_a_running_server_by_url(server: ToxiproxyServer, echo: str) -> None:

@@ -212,7 +212,9 @@ def test_delay_response_is_measurable(start: Start) -> None:
     assert _write(p, "j-2").status_code == 201
     undelayed = time.monotonic() - t0
     assert delayed >= 0.3
-    assert undelayed < 0.25
+    # The fault acted once: the next write is quicker by most of the delay (relative, so
+    # a busy machine slowing both does not fail it).
+    assert undelayed < delayed - 0.15
 
 
 @pytest.mark.parametrize("kind", ["idempotent", "plain"])
