@@ -116,9 +116,7 @@ def explore_command(
         command=resolved.command,
         lease_ttl_s=opts.lease_ttl_s,
     ) as infra:
-        runner = ScheduleRunner(
-            infra, seed, mutant=mutant, declared=aimed, replay=again
-        )
+        runner = ScheduleRunner(infra, seed, mutant=mutant, declared=aimed, replay=again)
         # One database per target: a finding against one mutant is not replayed first
         # against another (the "reuse" phase replays what failed here before).
         key = resolved.doc["name"] + (f"-{mutant}" if mutant else "")
