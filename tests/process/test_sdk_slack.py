@@ -197,7 +197,7 @@ def test_node_posts_twice_and_finds_the_message_by_marker(p: ProviderProcess) ->
 def test_node_faults_as_the_sdk_surfaces_them(p: ProviderProcess) -> None:
     p.client.arm(Fault("fail_before_commit"))
     assert node(p, "once")["code"] == "slack_webapi_http_error"
-    p.client.arm(Fault("delay_response", delay_s=1.0))
+    p.client.arm(Fault("delay_response", delay_s=3.0))
     timed_out = node(p, "once")
     assert timed_out["code"] == "slack_webapi_request_error"
     assert "timeout" in timed_out["message"]

@@ -31,7 +31,7 @@ const scenarios = {
   },
   // One attempt only: how the SDK surfaces a 5xx, a timeout or a dropped connection.
   async once() {
-    return { ts: (await post(client({ retryConfig: { retries: 0 }, timeout: 500 }))).ts };
+    return { ts: (await post(client({ retryConfig: { retries: 0 }, timeout: 1500 }))).ts };
   },
   // The SDK's own retries (its default policy retries every HTTP error and connection error).
   async retried() {
