@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness.drivers import driver_for, provider, restore
+from harness.faketime_reach import out_of_reach
 from harness.plan import Cell
 
 if TYPE_CHECKING:
@@ -49,12 +50,12 @@ def why_not(command: CommandConfig | None, cell: Cell) -> str | None:
             f"{scenario.name} runs the reference worker's outbox relay as a second process "
             "kind; a command target declares no relay"
         )
-    if scenario.wall_clock:
-        return (
-            f"{scenario.name} steps the worker's clock through LD_PRELOAD, which a statically "
-            "linked worker never loads, so a held cell could prove nothing; only the "
-            "reference target runs it"
-        )
+    if scenario.wall_clock and command.docker is None:
+        # Under docker the program is the image's; the trial's own look at the process
+        # at the failpoint decides there (drivers/clock.py).
+        unreachable = out_of_reach(command.command, command.base_dir)
+        if unreachable is not None:
+            return f"{scenario.name} steps the worker's wall clock, but {unreachable}"
     persona = next((p.persona for p in command.providers if p.name == cell.provider_name), None)
     if persona == "openai":
         return PLANS_ONLY

@@ -12,8 +12,10 @@ out under a stale token: ``fenced_writes`` sees the call.
 from __future__ import annotations
 
 from harness import faketime
-from harness.contract.errors import InfrastructureError
+from harness.contract.errors import Inconclusive, InfrastructureError
 from harness.drivers.process import take_over_then_thaw
+from harness.faketime_reach import loaded_in
+from harness.targets.reference import ReferenceAdapter
 from harness.trial import Trial
 
 #: The step, in leases: far more than a lease, and more than the whole stop lasts (the
@@ -41,6 +43,7 @@ def clock_skew(trial: Trial) -> frozenset[str]:
     gate = trial.hold("before_external_call", job=job)
     w1 = trial.start_worker(extra_env=faketime.worker_env(offset_file, lib))
     hit = trial.wait_hit(gate, what=f"failpoint before_external_call for {job}")
+    _check_reached(hit.peer_pid, lib)
     trial.send(w1, "SIGSTOP")
     trial.stop_clear_of_write_locks(w1)
     hit.resume()
@@ -54,11 +57,24 @@ def clock_skew(trial: Trial) -> frozenset[str]:
         clock_offset_s=step,
         text=f"{w1.name}'s wall clock stepped {'back' if step < 0 else 'ahead'} by {abs(step):g} s",
     )
-    # A container's log reaches the history only when it exits, so there the decision
-    # cannot be seen as it is made, and the fixed pause after the thaw has to do.
-    live_logs = trial.cell.backend == "process"
+    # A container's log reaches the history only when it exits, and a worker of a
+    # command target logs no lease decisions at all, so there the decision cannot be
+    # seen as it is made, and the fixed pause after the thaw has to do (as for
+    # lease_expiry_slow_worker).
+    live_logs = trial.cell.backend == "process" and isinstance(trial.target, ReferenceAdapter)
     decided = (lambda t: _decided(trial, w1.name, t)) if live_logs else None
     return take_over_then_thaw(trial, w1, job, decided=decided)
+
+
+def _check_reached(pid: int | None, lib: str) -> None:
+    """The process at the failpoint has libfaketime loaded; else the step would move a
+    clock nobody reads and the cell would hold having proved nothing."""
+    if pid is not None and loaded_in(pid) is False:
+        raise Inconclusive(
+            f"the worker at the failpoint (pid {pid}) has not loaded {lib}, so its wall "
+            "clock cannot be stepped: it may be a static binary started by a script, or "
+            "an image without the library"
+        )
 
 
 def _decided(trial: Trial, worker: str, since: float) -> bool:

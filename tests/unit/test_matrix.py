@@ -200,19 +200,34 @@ def test_cells_that_cannot_apply_are_no_skips_of_the_machine() -> None:
     assert all(reason.startswith("no Toxiproxy server") for reason in skipped.values())
 
 
-def test_a_command_target_leaves_out_only_the_ledger_link_outbox_and_clock_scenarios() -> None:
+def test_a_command_target_leaves_out_only_the_ledger_link_and_outbox_scenarios() -> None:
     skipped = _skips(_command())
     assert {k.split(".")[0] for k in skipped} == {
         "ledger_link_faults",
         "slow_lease_renewal",
         "relay_crash_after_send",
-        "clock_skew",
     }
     for key, reason in skipped.items():
         if key.startswith("relay_crash_after_send."):
             assert "a command target declares no relay" in reason
         else:
             assert "only the reference target" in reason
+
+
+def test_a_worker_libfaketime_cannot_reach_leaves_the_clock_cells_out(tmp_path: Any) -> None:
+    from tests.unit.test_faketime_reach import elf
+
+    static = elf(tmp_path / "worker", interp=False)
+    skipped = _skips(_command(command=(str(static),), path=tmp_path / "crashpoint.toml"))
+    clock = {k: r for k, r in skipped.items() if k.startswith("clock_skew.")}
+    assert len(clock) == 4  # two points at each of the two providers
+    assert all(
+        r.endswith(
+            f"{static} is statically linked: LD_PRELOAD never loads libfaketime "
+            "into it, so its wall clock cannot be stepped"
+        )
+        for r in clock.values()
+    )
 
 
 def test_without_a_declared_cap_fail_past_cap_is_left_out_and_says_why() -> None:
