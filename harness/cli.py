@@ -242,7 +242,7 @@ def _target_options(f: click.decorators.FC) -> click.decorators.FC:
             type=click.Path(path_type=Path),
             default=None,
             metavar="FILE",
-            help="Your worker's crashpoint.toml (see crashpoint init).",
+            help="Your worker's crashpoint.toml.",
         ),
         click.option(
             "--target",
@@ -277,9 +277,19 @@ def _target_options(f: click.decorators.FC) -> click.decorators.FC:
     metavar="N",
     help="Run the selection N times.",
 )
+@click.option(
+    "--keep-state",
+    is_flag=True,
+    help="Keep the state of trials not held (OUT/state).",
+)
 @_matrix_options
 def run(
-    config_path: Path | None, target: str | None, mutant: str | None, repeat: int, **kw: Any
+    config_path: Path | None,
+    target: str | None,
+    mutant: str | None,
+    repeat: int,
+    keep_state: bool,
+    **kw: Any,
 ) -> None:
     """Run the injection matrix on a worker; write a report.
 
@@ -290,7 +300,14 @@ def run(
 
     opts = MatrixOptions(**kw)
     sys.exit(
-        run_command(opts, config_path=config_path, target=target, mutant=mutant, repeat=repeat)
+        run_command(
+            opts,
+            config_path=config_path,
+            target=target,
+            mutant=mutant,
+            repeat=repeat,
+            keep_state=keep_state,
+        )
     )
 
 

@@ -65,6 +65,9 @@ class TrialResult:
     #: The oracle's facts as stored (``harness.oracle.stored``): a stored history can be
     #: judged again without rerunning it (``crashpoint recheck``). None: never judged.
     facts: dict[str, Any] | None = None
+    #: Where the trial's state directory was kept (``--keep-state``, a trial that did not
+    #: hold); None: removed with the trial.
+    state_dir: str | None = None
 
     def to_json(self, replay: str) -> dict[str, Any]:
         c = self.cell
@@ -96,6 +99,7 @@ class TrialResult:
             "events": self.events,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
             "facts": self.facts,
+            "state_dir": self.state_dir,
         }
 
 
@@ -146,6 +150,7 @@ def play(trial: Trial, driver: Driver) -> TrialResult:
         worker_s = workers_time_s(trial)
         if events is None:
             events = recorded_so_far(trial)
+        trial.keep_state(judged.verdict.value)
         trial.teardown()
     return _result(trial, judged, events, stored, t0=t0, worker_s=worker_s)
 
@@ -229,6 +234,7 @@ def _result(
         trace=list(judged.trace),
         review=list(judged.review),
         facts=stored,
+        state_dir=str(trial.kept_state) if trial.kept_state is not None else None,
     )
 
 

@@ -28,6 +28,7 @@ def run_command(
     target: str | None,
     mutant: str | None,
     repeat: int = 1,
+    keep_state: bool = False,
 ) -> int:
     resolved = resolve_target(config_path, target, mutant, discover_in=Path.cwd())
     console.print(resolved.headline(), markup=False, highlight=False, soft_wrap=True)
@@ -53,6 +54,8 @@ def run_command(
         command=command,
         lease_ttl_s=opts.lease_ttl_s,
     ) as infra:
+        if keep_state:
+            infra.config = replace(infra.config, keep_state_in=(opts.out / "state").resolve())
         for i in range(repeat):
             doc = run_matrix(
                 infra,

@@ -26,6 +26,9 @@ class TrialConfig:
     settle_s: float = 0.25
     pg_dsn: str | None = None
     keep_dirs: bool = False
+    #: Where the state directory of each trial that did not hold is kept (``--keep-state``:
+    #: ``<out>/state``); None: removed with its trial, as every held one is.
+    keep_state_in: Path | None = None
     workdir: Path | None = None
     #: How long a worker sent SIGTERM gets to exit before SIGKILL: ``[target]
     #: term_grace_s``; None: two leases (docs/fairness.md).

@@ -33,6 +33,7 @@ from harness.providers import ProviderControl
 from harness.rendezvous import Rendezvous
 from harness.targets.base import TargetAdapter, quiet_window_s
 from harness.trial.config import TrialConfig
+from harness.trial.kept import keep_copy
 from harness.trial.providers import release_providers, start_providers
 from harness.watchdog import Watchdog
 
@@ -90,6 +91,9 @@ class TrialState:
         #: The run's warm providers; none when the trial's directory is kept, so each
         #: provider's log stays in it.
         self._pool = None if config.keep_dirs else provider_pool
+        #: Where this trial's state directory is copied at teardown (it did not hold and
+        #: the run keeps such states); None: it goes with the trial.
+        self.kept_state: Path | None = None
         self._empty_parts()
 
     def _empty_parts(self) -> None:
@@ -231,12 +235,21 @@ class TrialState:
         with self.phases.timed("provider"):
             release_providers(self.providers, self._pool)
 
+    def keep_state(self, verdict: str) -> None:
+        """Keep the state directory at teardown when the run asks for it and the trial
+        did not hold (its result then names where)."""
+        where = self.config.keep_state_in
+        if where is not None and verdict != "held":
+            self.kept_state = where / f"{self.cell.id}.seed-{self.seed}"
+
     def _teardown(self) -> None:
         self.stop()
         for target in (self.target, *(t for t, _ in self.consumers)):
             if target is not None:
                 with contextlib.suppress(Exception):
                     target.close()
+        if self.kept_state is not None:
+            keep_copy(self.dir, self.kept_state)
         if not self.config.keep_dirs:
             shutil.rmtree(self.dir, ignore_errors=True)
         if self.watchdog is not None:
