@@ -322,3 +322,19 @@ def test_a_tool_that_claims_idempotence_it_lacks_is_a_warning(
     assert warning["warning"] == "tool_annotations"
     assert "tool send_message at chat declares idempotentHint: true" in warning["message"]
     assert leftovers(scratch) == []
+
+
+def test_check_config_sees_the_smtp_workers_message(
+    scratch: Path, request: pytest.FixtureRequest
+) -> None:
+    """check-config hands the worker the SMTP address (not the HTTP control port, and no
+    HTTP tap in between) and reads the message's job and Message-ID back."""
+    require(request.config, SMTP_NODE)
+    done = run(["-c", config(SMTP_NODE)], scratch, command="check-config")
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())
+    assert "mailer (smtp over unqueryable)" in said
+    assert "smtp: SMTP DATA (write)" in said
+    assert "carries '<receipt-j-0001@billing.example.com>' and the job's id" in said
+    assert "exactly one effect for j-0001" in said
+    assert leftovers(scratch) == []
