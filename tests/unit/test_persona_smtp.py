@@ -230,3 +230,30 @@ def test_the_listeners_are_reported_by_health_and_wipe(app: ProviderApp) -> None
     assert wiped["listeners"] == {"smtp": "smtp://127.0.0.1:2525"}
     app.close()
     assert listener.closed
+
+
+def test_a_wipe_raises_both_fences_and_waits_for_each() -> None:
+    """The HTTP server's fence and the SMTP listener's: every one is raised and waited
+    for, even when an earlier one already failed to drain."""
+    from fake_providers.smtp import Fences
+
+    calls: list[str] = []
+
+    class Fence:
+        def __init__(self, name: str, shut: int, *, idle: bool) -> None:
+            self.name, self.shut, self.idle = name, shut, idle
+            self.url = f"http://{name}"
+
+        def begin(self) -> int:
+            calls.append(f"begin {self.name}")
+            return self.shut
+
+        def wait(self) -> bool:
+            calls.append(f"wait {self.name}")
+            return self.idle
+
+    both = Fences(Fence("http", 2, idle=False), Fence("smtp", 3, idle=True))
+    assert both.url == "http://http"
+    assert both.begin() == 5
+    assert both.wait() is False
+    assert calls == ["begin http", "begin smtp", "wait http", "wait smtp"]
