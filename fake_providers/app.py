@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import parse_qs, urlsplit
 
-from fake_providers.control import ControlAPI
+from fake_providers.control import ControlAPI, Listener
 from fake_providers.faults import Armed, FaultBoard, Hold
 from fake_providers.fingerprint import MARKER_FIELD, canonical_json, fingerprint
 from fake_providers.identity import IdentityBoard
@@ -117,7 +117,14 @@ class ProviderApp:
                 server=server,
             )
 
+    @property
+    def listeners(self) -> list[Listener]:
+        """The provider's ports besides HTTP (an smtp provider's SMTP listener)."""
+        return self.control.listeners
+
     def close(self) -> None:
+        for listener in self.listeners:
+            listener.close()
         if self.mcp is not None:
             self.mcp.close()
 

@@ -34,6 +34,18 @@ class Fence(Protocol):
         ...
 
 
+class Listener(Protocol):
+    """A port of the provider besides its HTTP one (the SMTP listener of an smtp
+    provider): what the worker reaches it at, and how it stops."""
+
+    name: str
+
+    @property
+    def url(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
 class NoFence:
     """An app with no server in front (the unit tests call it directly): no connections."""
 
@@ -66,6 +78,9 @@ class ControlAPI:
         self.identities = identities or IdentityBoard()
         #: The server's fence, which a wipe raises before it forgets anything.
         self.fence: Fence = NoFence()
+        #: The provider's other listeners (its SMTP port), whose addresses the health,
+        #: the wipe and the ready line report: a wipe may move them.
+        self.listeners: list[Listener] = []
         self._start_ttl = None if store is None else store.key_ttl_s
 
     def routes(self, req: Request, path: str, query: dict[str, list[str]]) -> Routes | None:
@@ -103,8 +118,15 @@ class ControlAPI:
             return {"POST": lambda: self._release(fault_id, req)}
         return None
 
+    def addresses(self) -> dict[str, str]:
+        """Each further listener's address by its name (``{"smtp": "smtp://..."}``)."""
+        return {listener.name: listener.url for listener in self.listeners}
+
     def _health(self) -> Reply:
-        return Reply.json(200, {"ok": True, "kind": self.kind, "name": self.name})
+        doc: dict[str, object] = {"ok": True, "kind": self.kind, "name": self.name}
+        if self.listeners:
+            doc["listeners"] = self.addresses()
+        return Reply.json(200, doc)
 
     def _arm(self, req: Request) -> Reply:
         data = json_object(req)
@@ -179,9 +201,13 @@ class ControlAPI:
             self.store.wipe()
             assert self._start_ttl is not None
             self.store.key_ttl_s = self._start_ttl
+        doc: dict[str, object] = {"url": self.fence.url or None, "fenced": fenced}
+        doc["dropped"] = dropped
+        if self.listeners:
+            doc["listeners"] = self.addresses()
         return Reply.json(
             200,
-            {"url": self.fence.url or None, "fenced": fenced, "dropped": dropped},
+            doc,
             # This connection is of before the wipe too: the next request comes on a new one.
             headers=(("Connection", "close"),),
         )

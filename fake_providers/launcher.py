@@ -92,6 +92,8 @@ class ProviderProcess:
         self._startup_timeout_s = startup_timeout_s
         self.port = port
         self.url = ""
+        #: The provider's ports besides HTTP by name (an smtp provider's ``smtp``).
+        self.listeners: dict[str, str] = {}
         self._new_port_on_wipe = new_port_on_wipe
         self._forks = forks
         #: Processes started so far (1 + restarts): a pool reuses no provider restarted
@@ -110,9 +112,16 @@ class ProviderProcess:
     def env_var(self) -> str:
         return provider_env_var(self.name)
 
+    @property
+    def worker_url(self) -> str:
+        """Where a worker sends its writes: the SMTP listener's ``smtp://host:port`` for
+        an smtp provider, else the HTTP URL (whose control API only the harness may use)."""
+        return self.listeners.get("smtp", self.url)
+
     def env(self) -> dict[str, str]:
-        """``{CRASHPOINT_PROVIDER_<NAME>_URL: url}`` to merge into a worker's environment."""
-        return {self.env_var: self.url}
+        """``{CRASHPOINT_PROVIDER_<NAME>_URL: worker_url}`` to merge into a worker's
+        environment."""
+        return {self.env_var: self.worker_url}
 
     @property
     def returncode(self) -> int | None:
@@ -154,6 +163,8 @@ class ProviderProcess:
         if doc.get("url"):
             self.url = self.client.url
             self.port = int(self.url.rsplit(":", 1)[1])
+        if isinstance(doc.get("listeners"), dict):
+            self.listeners = {str(k): str(v) for k, v in doc["listeners"].items()}
 
     def close(self) -> None:
         self.stop()
@@ -262,6 +273,10 @@ class ProviderProcess:
         self.spawns += 1
         self.url = str(ready["url"])
         self.port = int(self.url.rsplit(":", 1)[1])
+        found = ready.get("listeners")
+        self.listeners = (
+            {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+        )
         return proc
 
     def _hand_secret(self, proc: Spawned) -> None:

@@ -530,6 +530,8 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
     text, opt_text = {"type": "string"}, _nullable("string")
     integer, opt_integer = {"type": "integer"}, _nullable("integer")
     number = {"type": "number"}
+    # An smtp provider's SMTP port, by name: {"smtp": "smtp://127.0.0.1:2525"}.
+    listeners = {"type": "object", "additionalProperties": text}
     held = _object(
         {
             "fault_id": text,
@@ -730,7 +732,9 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
                 "url": {"type": ["string", "null"]},
                 "fenced": integer,
                 "dropped": integer,
-            }
+                "listeners": listeners,
+            },
+            required=["url", "fenced", "dropped"],
         ),
         "Settings": _object({"key_ttl_s": _nullable("number")}),
         "SettingsIn": {
@@ -744,6 +748,8 @@ def _schemas(kind: str, hold_max_s: float) -> Doc:
                 "ok": {"type": "boolean", "const": True},
                 "kind": {"type": "string", "enum": [kind]},
                 "name": text,
-            }
+                "listeners": listeners,
+            },
+            required=["ok", "kind", "name"],
         ),
     }

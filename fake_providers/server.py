@@ -330,7 +330,19 @@ def build(
         tool_hints=tool_hints,
         server=(host, port),
     )
-    return ProviderServer((host, port), app, peer_pids=peer_pids, new_port_on_wipe=new_port_on_wipe)
+    server = ProviderServer(
+        (host, port), app, peer_pids=peer_pids, new_port_on_wipe=new_port_on_wipe
+    )
+    if app.persona is not None and app.persona.name == "smtp":
+        # Mail on a port of its own; control, oracle and store stay this server's.
+        from fake_providers.smtp import attach
+
+        try:
+            attach(app, host=host, peer_pids=peer_pids, new_port_on_wipe=new_port_on_wipe)
+        except BaseException:
+            server.server_close()
+            raise
+    return server
 
 
 def serve_forever(
@@ -367,7 +379,10 @@ def serve_forever(
         loop.join()
         server.server_close()
         sys.exit(1)
-    ready = {"ready": True, "url": server.url, "pid": os.getpid(), **(announce or {})}
+    ready: dict[str, Any] = {"ready": True, "url": server.url, "pid": os.getpid()}
+    if server.app.listeners:
+        ready["listeners"] = server.app.control.addresses()
+    ready |= announce or {}
     sys.stdout.write(json.dumps(ready) + "\n")
     sys.stdout.flush()
     stop.wait()

@@ -102,9 +102,10 @@ redis() {
 npm_deps() {
   command -v npm >/dev/null || { log "npm: no npm on PATH; the Node.js examples and SDK tests cannot run"; return 0; }
   # Each folder with a lock file: the BullMQ example, the SDK example (stripe, resend),
-  # and the vendors' Node.js SDKs the persona tests drive (tests/sdk-node).
+  # the SMTP example (nodemailer), and the vendors' Node.js SDKs the persona tests drive
+  # (tests/sdk-node).
   local dir
-  for dir in "$here/../examples/bullmq-worker" "$here/../examples/node-sdk-worker" "$here/../tests/sdk-node"; do
+  for dir in "$here/../examples/bullmq-worker" "$here/../examples/node-sdk-worker" "$here/../examples/smtp-node-worker" "$here/../tests/sdk-node"; do
     [ -f "$dir/package-lock.json" ] || { log "npm: no $dir/package-lock.json"; continue; }
     if [ -d "$dir/node_modules" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
       log "npm: $dir/node_modules is up to date"; continue

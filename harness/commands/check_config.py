@@ -190,17 +190,20 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
             )
             for i, p in enumerate(config.providers)
         }
-        # A persona's worker is watched through a tap: its 404s are recorded nowhere else.
+        # A persona's worker is watched through a tap: its 404s are recorded nowhere else
+        # (an HTTP tap: an smtp provider's mail, on a port of its own, is reached straight).
         taps = {
             p.name: stack.enter_context(WireTap(providers[p.name].url))
             for p in config.providers
-            if p.persona is not None
+            if p.persona is not None and not providers[p.name].listeners
         }
         rendezvous = stack.enter_context(Rendezvous(work / "failpoints.sock"))
         env = {k: v for k, v in os.environ.items() if k != RECOVERY}
         for p in config.providers:
             tap = taps.get(p.name)
-            env[provider_env_var(p.name)] = tap.url if tap is not None else providers[p.name].url
+            env[provider_env_var(p.name)] = (
+                tap.url if tap is not None else providers[p.name].worker_url
+            )
             env[provider_kind_var(p.name)] = p.kind
         env[FAILPOINTS] = str(rendezvous.path)
         adapter = CommandAdapter(config, trial_dir=work)

@@ -45,6 +45,8 @@ PERSONA_KINDS = {
     "github": "plain",
     # The model answers plans, never effects: its calls are recorded, nothing commits.
     "openai": "plain",
+    # Plain SMTP on a port of its own (aiosmtpd): no key, no lookup.
+    "smtp": "unqueryable",
 }
 
 

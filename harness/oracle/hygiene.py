@@ -63,7 +63,7 @@ def _findings(name: str, sensitive: Mapping[str, str]) -> Iterator[tuple[int, in
         while value and start >= 0:
             spans.append((start, start + len(value), field))
             start = name.find(value, start + 1)
-    spans += [(m.start(), m.end(), "email address") for m in EMAIL.finditer(name)]
+    spans += [(m.start(), m.end(), "email address") for m in EMAIL.finditer(_unless_msg_id(name))]
     spans += [(m.start(), m.end(), "token") for m in TOKEN.finditer(name)]
     # Overlaps (a sensitive email field is an email too): the earliest, longest wins.
     end = -1
@@ -71,6 +71,16 @@ def _findings(name: str, sensitive: Mapping[str, str]) -> Iterator[tuple[int, in
         if s >= end:
             end = e
             yield s, e, label
+
+
+def _unless_msg_id(name: str) -> str:
+    """``name`` with a Message-ID's right side blanked: ``<receipt-j-0001@mail.example>``
+    has an address's shape by RFC 5322 (the marker an smtp provider records), and only
+    an address inside its left side is one."""
+    if name.startswith("<") and name.endswith(">") and "@" in name:
+        at = name.rindex("@")
+        return name[:at] + " " * (len(name) - at)
+    return name
 
 
 def redact(name: str, found: list[tuple[int, int, str]]) -> str:

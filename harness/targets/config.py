@@ -39,6 +39,9 @@ tool_hints = { idempotentHint = true }  # optional, mcp only: what its write too
 name = "payments"
 kind = "stripe"                       # stripe, slack, sendgrid, resend, github, openai
 env = "STRIPE_API_BASE"               # optional: the SDK's base URL in this variable too
+[[providers]]                         # plain SMTP (unqueryable): the worker's URL is
+name = "mailer"                       # smtp://127.0.0.1:PORT; X-Crashpoint-Job names the
+kind = "smtp"                         # job, the Message-ID is the marker
 ```
 
 Everything is checked before a worker starts: a mistake is one :class:`ConfigError` line

@@ -79,6 +79,13 @@ GUIDES: dict[str, PersonaGuide] = {
         node="new OpenAI({{ baseURL: process.env.{var} + '/v1' }})",
         sdk_env=(("python", "OPENAI_BASE_URL"), ("node", "OPENAI_BASE_URL")),
     ),
+    "smtp": PersonaGuide(
+        suffix="",
+        write="an SMTP message (MAIL FROM, RCPT TO, DATA)",
+        job_id="the X-Crashpoint-Job header; the Message-ID header is the marker (one per job)",
+        python='u = urlsplit(os.environ["{var}"]); smtplib.SMTP(u.hostname, u.port, timeout=10)',
+        node="nodemailer.createTransport(process.env.{var})  // smtp://127.0.0.1:PORT",
+    ),
 }
 assert set(GUIDES) == set(PERSONA_KINDS), "every persona needs a guide"
 

@@ -177,7 +177,7 @@ class TrialState:
                 provider.client.arm(Fault("replan", times=REPLANS))
                 self.history.append(f"provider:{name}", "note", armed="replan")
         self.provider = self.providers[self.provider_name]
-        self.provider_url = self.provider.url
+        self.provider_url = self.provider.worker_url
         for name, provider in self.providers.items():
             self.observer.watch_provider(provider.client)
             if provider.transport == "mcp":
@@ -273,7 +273,7 @@ class TrialState:
         assert self.rendezvous is not None
         env = {k: v for k, v in os.environ.items() if k != "CRASHPOINT_RECOVERY"}
         for name, provider in self.providers.items():
-            url = provider.url
+            url = provider.worker_url
             if name == self.provider_name and self.network is not None and not direct:
                 url = self.network.provider_url or url
             env[provider_env_var(name)] = url

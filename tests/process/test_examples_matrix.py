@@ -13,7 +13,17 @@ from pathlib import Path
 
 import pytest
 from clikit import MATRIX_JOBS, ROOT, leftovers, results, run
-from test_examples_standalone import AGENT_SDK, BULLMQ, MCP, NODE, NODE_SDK, RQ, Example, require
+from test_examples_standalone import (
+    AGENT_SDK,
+    BULLMQ,
+    MCP,
+    NODE,
+    NODE_SDK,
+    RQ,
+    SMTP_NODE,
+    Example,
+    require,
+)
 
 pytestmark = pytest.mark.process
 
@@ -84,6 +94,15 @@ BUGGY = [
         NODE_SDK,
         "crashpoint-buggy-sdk-auto-key.toml",
         "crash_after_external_success",
+        "no_duplicate_effect",
+    ),
+    # A reply lost after the commit (held past the client's timeout, or cut by Toxiproxy):
+    # SMTP has no lookup, so the correct mailer sends the job to review and the buggy
+    # one sends the email again.
+    (
+        SMTP_NODE,
+        "crashpoint-buggy-resend-after-drop.toml",
+        "ambiguous_timeout",
         "no_duplicate_effect",
     ),
 ]
@@ -180,17 +199,24 @@ def test_the_mcp_agent_holds_the_whole_matrix(
 @WHOLE
 @pytest.mark.timeout(SDK_MATRIX_TIMEOUT_S + 60)
 @pytest.mark.parametrize(
-    ("example", "ran", "left_out"),
+    ("example", "ran", "left_out", "route"),
     [
         # The model commits no effect: its cells are listed as not applicable, never run.
-        pytest.param(AGENT_SDK, {"billing", "chat"}, {"model"}, id=AGENT_SDK.name),
-        pytest.param(NODE_SDK, {"billing", "mailer"}, set(), id=NODE_SDK.name),
+        pytest.param(
+            AGENT_SDK, {"billing", "chat"}, {"model"}, "/v1/payment_intents", id=AGENT_SDK.name
+        ),
+        pytest.param(
+            NODE_SDK, {"billing", "mailer"}, set(), "/v1/payment_intents", id=NODE_SDK.name
+        ),
+        # nodemailer speaks SMTP: every message is an arrival at DATA.
+        pytest.param(SMTP_NODE, {"mailer"}, set(), "DATA", id=SMTP_NODE.name),
     ],
 )
 def test_the_sdk_examples_hold_the_whole_matrix(
     example: Example,
     ran: set[str],
     left_out: set[str],
+    route: str,
     scratch: Path,
     request: pytest.FixtureRequest,
 ) -> None:
@@ -212,14 +238,14 @@ def test_the_sdk_examples_hold_the_whole_matrix(
     assert {t["provider_name"] for t in doc["trials"]} == ran
     listed = {c.split(".")[2] for g in doc["not_applicable"] for c in g["cells"]}
     assert left_out <= listed
-    # Every write went through a persona's own route (the SDKs were pointed at them).
+    # Every write went through a persona's own route (the clients were pointed at them).
     paths = {
         e["fields"]["path"].split("?")[0]
         for t in doc["trials"]
         for e in t["events"]
         if e["kind"] == "arrival" and e["source"].startswith("provider:")
     }
-    assert "/v1/payment_intents" in paths, paths
+    assert route in paths, paths
     assert leftovers(scratch) == []
 
 
@@ -297,4 +323,20 @@ def test_a_tool_that_claims_idempotence_it_lacks_is_a_warning(
     [warning] = trial["warnings"]
     assert warning["warning"] == "tool_annotations"
     assert "tool send_message at chat declares idempotentHint: true" in warning["message"]
+    assert leftovers(scratch) == []
+
+
+def test_check_config_sees_the_smtp_workers_message(
+    scratch: Path, request: pytest.FixtureRequest
+) -> None:
+    """check-config hands the worker the SMTP address (not the HTTP control port, and no
+    HTTP tap in between) and reads the message's job and Message-ID back."""
+    require(request.config, SMTP_NODE)
+    done = run(["-c", config(SMTP_NODE)], scratch, command="check-config")
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())
+    assert "mailer (smtp over unqueryable)" in said
+    assert "smtp: SMTP DATA (write)" in said
+    assert "carries '<receipt-j-0001@billing.example.com>' and the job's id" in said
+    assert "exactly one effect for j-0001" in said
     assert leftovers(scratch) == []

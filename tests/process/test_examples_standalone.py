@@ -67,6 +67,8 @@ ALL = [pytest.param(e, id=e.name) for e in (RQ, NODE, BULLMQ)]
 #: runs them, and test_sdk_* the SDKs against each persona.
 AGENT_SDK = Example("agent-sdk", True, True, needs=("sdks",))
 NODE_SDK = Example("node-sdk-worker", False, False, needs=("node", "npm"))
+#: Plain SMTP through nodemailer, to an smtp provider (not in ALL: it speaks SMTP).
+SMTP_NODE = Example("smtp-node-worker", False, False, needs=("node", "npm"))
 
 
 def require(config: pytest.Config, example: Example) -> None:
@@ -527,6 +529,7 @@ def test_every_sdk_example_declares_its_personas() -> None:
     expected = {
         AGENT_SDK: {"model": "openai", "billing": "stripe", "chat": "slack"},
         NODE_SDK: {"billing": "stripe", "mailer": "resend"},
+        SMTP_NODE: {"mailer": "smtp"},
     }
     for example, kinds in expected.items():
         here = EXAMPLES / example.name
@@ -544,3 +547,7 @@ def test_every_sdk_example_declares_its_personas() -> None:
     assert '"resolved"' not in lock
     deps = json.loads((EXAMPLES / NODE_SDK.name / "package.json").read_text())["dependencies"]
     assert deps == {"resend": "6.38.0", "stripe": "23.2.0"}
+    lock = (EXAMPLES / SMTP_NODE.name / "package-lock.json").read_text()
+    assert '"resolved"' not in lock
+    deps = json.loads((EXAMPLES / SMTP_NODE.name / "package.json").read_text())["dependencies"]
+    assert deps == {"nodemailer": "10.6.1"}

@@ -92,3 +92,13 @@ def test_one_warning_per_key_however_often_it_is_sent() -> None:
 def test_redaction_keeps_what_surrounds_the_secret() -> None:
     assert redact("a-secret-b", [(2, 8, "token")]) == "a-<token>-b"
     assert redact("x-abcdefghij", [(2, 12, "token")]) == "x-<token:ab…>"
+
+
+def test_a_message_id_is_not_an_address_but_an_address_inside_one_is() -> None:
+    """An smtp provider's marker is the Message-ID, which has an address's shape."""
+    quiet = write(1.0, idempotency_key=None, client_marker="<receipt-j-1@billing.example.com>")
+    assert warnings_of([arrival_event(quiet)], _facts()) == []
+    leaky = write(1.0, idempotency_key=None, client_marker="<alice@example.com.j-1@mail.example>")
+    (found,) = warnings_of([arrival_event(leaky)], _facts())
+    assert "email address" in found.message
+    assert "alice@example.com" not in found.message

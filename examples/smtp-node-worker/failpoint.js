@@ -1,0 +1,46 @@
+'use strict';
+// crashpoint's failpoint client for Node.js (docs/failpoints.md). Copy it beside your worker:
+//   const { failpoint } = require('./failpoint');
+//   await failpoint('after_claim', jobId, attempt);   // resolves to 'continue'
+// Unset CRASHPOINT_FAILPOINTS: resolves at once. If the harness goes away: failpoints off.
+const net = require('net');
+
+let path = process.env.CRASHPOINT_FAILPOINTS || '';
+let sock = null;
+let buf = '';
+let answer = null; // resolves the one request in flight
+let queue = Promise.resolve(); // the protocol has one request in flight per connection
+
+function ask(point, job, attempt) {
+  if (!path) return 'continue';
+  if (!sock) {
+    sock = net.createConnection(path).setEncoding('utf8');
+    sock.on('data', (chunk) => {
+      buf += chunk;
+      const nl = buf.indexOf('\n');
+      if (nl < 0 || !answer) return;
+      let action = 'continue';
+      try { action = JSON.parse(buf.slice(0, nl)).action || action; } catch (e) { /* continue */ }
+      buf = buf.slice(nl + 1);
+      sock.unref(); // idle: an open socket must not keep the worker alive
+      answer(action);
+    });
+    sock.on('error', () => {}); // 'close' follows
+    sock.on('close', () => { path = ''; sock = null; if (answer) answer('continue'); });
+  }
+  const line = { point, job, attempt, pid: process.pid };
+  if (process.env.CRASHPOINT_WORKER_ID) line.worker = process.env.CRASHPOINT_WORKER_ID;
+  return new Promise((resolve) => {
+    answer = (action) => { answer = null; resolve(action); };
+    sock.ref(); // waiting for the harness is work: keep the process alive meanwhile
+    sock.write(`${JSON.stringify(line)}\n`);
+  });
+}
+
+function failpoint(point, job, attempt) {
+  if (!path) return Promise.resolve('continue');
+  queue = queue.then(() => ask(point, job, attempt));
+  return queue;
+}
+
+module.exports = { failpoint };
