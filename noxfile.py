@@ -67,7 +67,8 @@ def deep(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def examples(session: nox.Session) -> None:
-    """Run every example's correct variant through its whole matrix (several minutes)."""
+    """Run every example's correct variant through its whole matrix, and the Node example
+    in its own image through every non-network cell (several minutes)."""
     session.run(
         "python",
         "-m",
@@ -76,7 +77,7 @@ def examples(session: nox.Session) -> None:
         "2",
         "-m",
         "matrix",
-        "tests/process/test_examples_matrix.py",
+        "tests/process",
         *session.posargs,
     )
 
