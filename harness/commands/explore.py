@@ -202,7 +202,14 @@ def _exploration_doc(
 def _save_findings(
     found: Exploration, doc: dict[str, Any], out: Path, *, seed: int, config: Path | None
 ) -> None:
-    """Each finding beside results.json, with its regression test; flaky ones too."""
+    """Each finding beside results.json, with its regression test; flaky ones too. What
+    an earlier exploration saved in ``out`` goes first: a finding-3.json left from a run
+    that found three would read as this run's."""
+    for pattern in (FINDING, REGRESSION, "finding-*.json", "test_crashpoint_finding_*.py"):
+        for stale in out.glob(pattern):
+            stale.unlink()
+    for stale in out.glob("flaky-*.json"):
+        stale.unlink()
     section = doc["exploration"]
     by_id = {t["id"]: t for t in doc["trials"]}
     for n, finding in enumerate(found.findings, 1):

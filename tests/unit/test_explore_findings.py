@@ -72,6 +72,25 @@ def test_each_finding_is_saved_with_its_regression_test(tmp_path: Path) -> None:
     json.dumps(doc)  # results.json can hold it
 
 
+def test_what_an_earlier_exploration_saved_there_is_not_left_to_pass_for_this_ones(
+    tmp_path: Path,
+) -> None:
+    earlier = ["finding-3.json", "test_crashpoint_finding_3.py", "flaky-1.json", "finding.json"]
+    for name in earlier:
+        (tmp_path / name).write_text("from an earlier run")
+    (tmp_path / "notes.txt").write_text("the user's own")
+    found = _exploration()
+    _save_findings(found, _doc(found), tmp_path, seed=1, config=None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "finding-2.json",
+        "finding.json",
+        "notes.txt",
+        "test_crashpoint_finding.py",
+        "test_crashpoint_finding_2.py",
+    ]
+    assert (tmp_path / "finding.json").read_text() != "from an earlier run"
+
+
 def test_the_summary_lists_every_finding(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
