@@ -15,7 +15,7 @@ from harness.commands.matrix import (
     worst,
 )
 from harness.commands.outputs import keep_run
-from harness.commands.target import resolve_target
+from harness.commands.target import by_persona, resolve_target
 from harness.contract.vocabulary import ExitCode
 from harness.infra import RunInfra
 from harness.results import exit_code
@@ -39,6 +39,7 @@ def run_command(
         opts = replace(
             opts,
             declared=resolved.declared,
+            providers=by_persona(opts.providers, command.providers),
             lease_ttl_s=opts.lease_ttl_s or command.lease_ttl_s,
             steps=command.steps,
         )

@@ -9,11 +9,15 @@ built-in one instead, under their providers' names, with exit 0, told them nothi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.contract.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harness.targets.config import ProviderDecl
 
 
 @dataclass(frozen=True)
@@ -102,3 +106,14 @@ def resolve_target(
     flags = ["--mutant", mutant] if mutant else []
     doc = {"name": "reference", "kind": "reference", "mutant": mutant}
     return ResolvedTarget(None, doc, flags, None, None, MAX_ATTEMPTS, source=source)
+
+
+def by_persona(asked: Sequence[str], declared: Sequence[ProviderDecl]) -> tuple[str, ...]:
+    """``--provider`` values with each persona (``stripe``) replaced by the names of the
+    declared providers that speak it, so a user may filter by the API as the file spells
+    it; a persona no provider speaks stays, and the matrix's check names it."""
+    out: list[str] = []
+    for value in asked:
+        speaking = [p.name for p in declared if p.persona == value]
+        out.extend(speaking or [value])
+    return tuple(dict.fromkeys(out))
