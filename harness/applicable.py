@@ -60,6 +60,8 @@ def why_not(command: CommandConfig | None, cell: Cell) -> str | None:
         return PLANS_ONLY
     if cell.point in provider.NEEDS_CAP and command.max_attempts is None:
         return provider.NO_CAP
+    if scenario.name == "retry_backoff" and command.max_attempts == 1:
+        return provider.NO_RETRY
     if driver_for(scenario.name, cell.point) is restore.state_store_restore:
         return restore_unsupported(command)
     return None

@@ -166,5 +166,12 @@ MUTANTS: dict[str, Mutant] = {
             "identity_lost_on_recovery",
             "identity_bound",
         ),
+        Mutant(
+            "retry_without_backoff",
+            "retries a refused write as soon as it can claim the job again, with no backoff: "
+            "within its cap, a burst of writes at a provider that is already failing",
+            "retry_backoff",
+            "min_backoff",
+        ),
     )
 }

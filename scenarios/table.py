@@ -271,6 +271,19 @@ SCENARIOS += (
     ),
 )
 
+#: Faults from the field (issue 34): what real frameworks' users report beyond one
+#: worker's boundaries.
+SCENARIOS += (
+    Scenario(
+        "retry_backoff",
+        "the provider refuses the job's first writes with 503 before commit, so the "
+        "worker retries several times",
+        "failed attempts, then one effect (or dead-lettered at the cap)",
+        "retry after the declared backoff, never faster: a cap bounds how many, not how fast",
+        points=("refused_repeatedly",),
+    ),
+)
+
 BY_NAME = {s.name: s for s in SCENARIOS}
 
 

@@ -69,6 +69,7 @@ DRIVERS.register("lost_acknowledgement", steps.lost_acknowledgement)
 DRIVERS.register("key_retention", steps.key_retention)
 DRIVERS.register("clock_skew", clock.clock_skew)
 DRIVERS.register("identity_lost_on_recovery", identity.identity_lost_on_recovery)
+DRIVERS.register("retry_backoff", provider.refused_repeatedly)
 
 
 def driver_for(scenario: str, point: str) -> Driver:

@@ -11,6 +11,7 @@ term_grace_s = 2.0                    # optional: SIGTERM to SIGKILL; default 2 
 poll_s = 0.5                          # optional: the longest a worker sleeps between looks
 enqueue = ["node", "enqueue.js", "{job_id}", "{payload_file}"]
 max_attempts = 6                      # optional: the worker's own retry cap
+min_backoff_s = 0.1                   # optional: least wait after a refused write
 status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
 sensitive_fields = ["customer_email"]  # optional: body fields holding secrets or personal data
 [target.ledger]                       # optional
@@ -90,6 +91,7 @@ TARGET_KEYS = (
     "steps",
     "sensitive_fields",
     "poll_s",
+    "min_backoff_s",
 )
 LEDGER_KEYS = ("dsn",)
 #: The only names a template may use; the harness fills them per job.
@@ -100,6 +102,8 @@ TERM_GRACE_RANGE_S = (0.05, 600.0)
 #: The trial's bound (``TrialConfig.quiescence_timeout_s``, 20 s) leaves room for a
 #: couple of polls: a worker that looks for work less often cannot end a trial within it.
 POLL_RANGE_S = (0.001, 10.0)
+#: A backoff past the trial's bound could never be seen to end (docs/injection-table.md).
+BACKOFF_RANGE_S = (0.001, 10.0)
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,9 @@ class CommandConfig:
     #: The longest a worker sleeps between two looks at its queue, as it declares; None:
     #: it declares none, and the harness's own bounds apply (docs/fairness.md).
     poll_s: float | None = None
+    #: The least time a worker leaves between a refused write and the job's next write,
+    #: as it declares; None: it declares none, and the intervals seen are only reported.
+    min_backoff_s: float | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -244,6 +251,13 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema):
             "write the longest your worker sleeps between looks at its queue, for "
             "example poll_s = 0.5, or leave it out",
         )
+        min_backoff = self.seconds(
+            target,
+            "min_backoff_s",
+            BACKOFF_RANGE_S,
+            "write the least your worker waits before it retries a refused write, for "
+            "example min_backoff_s = 0.1, or leave it out",
+        )
         max_attempts = None
         if "max_attempts" in target:
             max_attempts = self.integer(target, "target.", "max_attempts", default=0)
@@ -282,6 +296,7 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema):
             steps=self.steps(target.get("steps"), providers),
             sensitive_fields=self.sensitive_fields(target),
             poll_s=poll,
+            min_backoff_s=min_backoff,
         )
 
     def seconds(

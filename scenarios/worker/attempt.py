@@ -299,6 +299,9 @@ class Attempt:
         """When the next attempt may start, or None when the attempts are used up."""
         if self.cap is not None and self.c.attempt >= self.cap:
             return None
+        if self.bug("retry_without_backoff"):
+            # MUTANT retry_without_backoff: the next attempt may start at once.
+            return time.monotonic()
         delay = min(self.cfg.backoff_s * 2.0 ** (self.c.attempt - 1), MAX_BACKOFF_S)
         return time.monotonic() + delay
 

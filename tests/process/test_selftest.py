@@ -121,6 +121,7 @@ KILLING_CELLS = {
         "idempotent",
         "SIGKILL",
     ),
+    "retry_without_backoff": ("retry_backoff", "refused_repeatedly", "plain", None),
 }
 
 

@@ -225,6 +225,18 @@ def test_without_a_declared_cap_fail_past_cap_is_left_out_and_says_why() -> None
     assert set(capped.values()) == {"the target declares no max_attempts"}
 
 
+def test_a_target_that_never_retries_leaves_retry_backoff_out_and_says_why() -> None:
+    once = {k: r for k, r in _skips(_command(max_attempts=1)).items() if "retry_backoff" in k}
+    assert set(once) == {
+        "retry_backoff.refused_repeatedly.billing",
+        "retry_backoff.refused_repeatedly.mailer",
+    }
+    assert all("never retries" in r for r in once.values())
+    # Without a declared cap, or with one that allows a retry, the row runs.
+    for cap in (None, 2):
+        assert not [k for k in _skips(_command(max_attempts=cap)) if "retry_backoff" in k]
+
+
 def test_a_postgres_ledger_of_a_command_target_is_not_restored() -> None:
     skipped = _skips(_command(ledger_dsn="postgresql://u@127.0.0.1/app"))
     restores = {k: r for k, r in skipped.items() if k.startswith("state_store_restore")}
