@@ -173,5 +173,14 @@ MUTANTS: dict[str, Mutant] = {
             "retry_backoff",
             "min_backoff",
         ),
+        Mutant(
+            "done_check_instead_of_lease",
+            "before calling out asks whether the job has already ended (a status read, the "
+            "usual guard in a long task) instead of whether its own lease still holds: a "
+            "stale copy woken while a newer copy is in flight calls out under a stale token",
+            "redelivery_storm",
+            "fenced_writes",
+            provider="plain",
+        ),
     )
 }

@@ -282,6 +282,19 @@ SCENARIOS += (
         "retry after the declared backoff, never faster: a cap bounds how many, not how fast",
         points=("refused_repeatedly",),
     ),
+    Scenario(
+        "redelivery_storm",
+        "the attempt's owner is stopped past its visibility window at before_external_call, "
+        "the redelivered copy too, and a third copy is held in flight: both stale copies "
+        "wake while the third owns the job (SIGSTOP, SIGCONT)",
+        "three copies, two stale owners",
+        "each copy checks its own lease before calling out; only the owner acts",
+        points=("two_stale_copies",),
+        # At an unqueryable provider the second copy finds the first's write unknown and
+        # stops in needs_review before any call, as it must: there is no third copy.
+        providers=("idempotent", "plain"),
+        signals=("SIGSTOP",),
+    ),
 )
 
 BY_NAME = {s.name: s for s in SCENARIOS}

@@ -153,6 +153,7 @@ class CommandAdapter:
         self.max_attempts = config.max_attempts
         self.poll_s = config.poll_s
         self.min_backoff_s = config.min_backoff_s
+        self.visibility_s = config.visibility_s
         self.sensitive_fields = config.sensitive_fields
         self.trial_dir = trial_dir
         self.state_dir = trial_dir / "state"

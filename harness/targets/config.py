@@ -12,6 +12,7 @@ poll_s = 0.5                          # optional: the longest a worker sleeps be
 enqueue = ["node", "enqueue.js", "{job_id}", "{payload_file}"]
 max_attempts = 6                      # optional: the worker's own retry cap
 min_backoff_s = 0.1                   # optional: least wait after a refused write
+visibility_s = 30.0                   # optional: the queue's redelivery window, if not the lease
 status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
 sensitive_fields = ["customer_email"]  # optional: body fields holding secrets or personal data
 [target.ledger]                       # optional
@@ -92,6 +93,7 @@ TARGET_KEYS = (
     "sensitive_fields",
     "poll_s",
     "min_backoff_s",
+    "visibility_s",
 )
 LEDGER_KEYS = ("dsn",)
 #: The only names a template may use; the harness fills them per job.
@@ -136,6 +138,9 @@ class CommandConfig:
     #: The least time a worker leaves between a refused write and the job's next write,
     #: as it declares; None: it declares none, and the intervals seen are only reported.
     min_backoff_s: float | None = None
+    #: How long the worker's queue keeps a claimed job from other workers, when that is
+    #: not ``lease_ttl_s``; None: the lease is the window.
+    visibility_s: float | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -258,6 +263,13 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema):
             "write the least your worker waits before it retries a refused write, for "
             "example min_backoff_s = 0.1, or leave it out",
         )
+        visibility = self.seconds(
+            target,
+            "visibility_s",
+            LEASE_RANGE_S,
+            "write how long your queue hides a claimed job before it delivers it again, "
+            "for example visibility_s = 30.0, or leave it out when that is the lease",
+        )
         max_attempts = None
         if "max_attempts" in target:
             max_attempts = self.integer(target, "target.", "max_attempts", default=0)
@@ -297,6 +309,7 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema):
             sensitive_fields=self.sensitive_fields(target),
             poll_s=poll,
             min_backoff_s=min_backoff,
+            visibility_s=visibility,
         )
 
     def seconds(

@@ -21,6 +21,7 @@ EXAMPLES = {
     "term_grace_s": "2.0",
     "poll_s": "0.5",
     "min_backoff_s": "0.1",
+    "visibility_s": "30.0",
     "enqueue": '["node", "enqueue.js", "{job_id}", "{payload_file}"]',
     "max_attempts": "3",
     "status": '["node", "status.js", "{job_id}"]',

@@ -56,6 +56,8 @@ class ReferenceAdapter:
     #: Its first retry after a refused write waits ``backoff_s``, later ones longer, each
     #: counted from the refusal's answer: declared like any target's (min_backoff).
     min_backoff_s: float | None = MIN_BACKOFF_S
+    #: Its ledger's lease is its visibility window.
+    visibility_s: float | None = None
 
     def __init__(
         self,

@@ -122,6 +122,7 @@ KILLING_CELLS = {
         "SIGKILL",
     ),
     "retry_without_backoff": ("retry_backoff", "refused_repeatedly", "plain", None),
+    "done_check_instead_of_lease": ("redelivery_storm", "two_stale_copies", "plain", "SIGSTOP"),
 }
 
 

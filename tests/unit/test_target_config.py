@@ -117,6 +117,12 @@ def test_a_declared_backoff_reaches_the_oracle_facts(tmp_path: Path) -> None:
     assert CommandAdapter(config, trial_dir=tmp_path / "t").min_backoff_s == 0.2
 
 
+def test_a_declared_visibility_window_is_kept(tmp_path: Path) -> None:
+    path = write(tmp_path, edited("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\nvisibility_s = 2"))
+    assert CommandAdapter(load_config(path), trial_dir=tmp_path / "t").visibility_s == 2.0
+    assert load_config(write(tmp_path, GOOD)).visibility_s is None
+
+
 def test_a_declared_poll_is_kept_and_told_to_the_worker(tmp_path: Path) -> None:
     path = write(tmp_path, edited("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\npoll_s = 4"))
     config = load_config(path)
@@ -377,6 +383,12 @@ MISTAKES = [
         ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\nmin_backoff_s = "100ms"'),
         'target.min_backoff_s must be a number, got "100ms" (a string)',
         "write min_backoff_s = 0.1",
+    ),
+    (
+        "visibility-zero",
+        ("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\nvisibility_s = 0"),
+        "target.visibility_s must be seconds from 0.05 to 600, got 0",
+        "or leave it out when that is the lease",
     ),
     (
         "max-attempts-zero",
