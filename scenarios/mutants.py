@@ -182,5 +182,13 @@ MUTANTS: dict[str, Mutant] = {
             "fenced_writes",
             provider="plain",
         ),
+        Mutant(
+            "ack_when_child_lost",
+            "in pool mode, acknowledges the job when the child process running its attempt "
+            "dies (a prefork pool whose lost child's task is acked anyway): acknowledged, "
+            "never retried, no effect",
+            "child_killed",
+            "nothing_lost",
+        ),
     )
 }

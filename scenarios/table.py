@@ -75,6 +75,9 @@ class Scenario:
     #: Steps a worker's wall clock (libfaketime): skipped, with the reason, where the
     #: library cannot be loaded, and for a worker whose clock the harness cannot reach.
     wall_clock: bool = False
+    #: Kills one child of a worker that runs a pool: only for a target that runs one
+    #: (the reference in pool mode, a command target declaring ``pool = true``).
+    needs_pool: bool = False
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -294,6 +297,17 @@ SCENARIOS += (
         # stops in needs_review before any call, as it must: there is no third copy.
         providers=("idempotent", "plain"),
         signals=("SIGSTOP",),
+    ),
+    Scenario(
+        "child_killed",
+        "SIGKILL to the one pool child inside before_external_call, not the worker's tree; "
+        "the parent goes on",
+        "running, the child gone, the job unacknowledged",
+        "the parent never acknowledges a job whose child it lost; the lease lapses and the "
+        "job is claimed again",
+        points=("pool_child",),
+        signals=("SIGKILL",),
+        needs_pool=True,
     ),
 )
 

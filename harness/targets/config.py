@@ -13,6 +13,7 @@ enqueue = ["node", "enqueue.js", "{job_id}", "{payload_file}"]
 max_attempts = 6                      # optional: the worker's own retry cap
 min_backoff_s = 0.1                   # optional: least wait after a refused write
 visibility_s = 30.0                   # optional: the queue's redelivery window, if not the lease
+pool = true                           # optional: each worker forks children that run the jobs
 status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
 sensitive_fields = ["customer_email"]  # optional: body fields holding secrets or personal data
 [target.ledger]                       # optional
@@ -94,6 +95,7 @@ TARGET_KEYS = (
     "poll_s",
     "min_backoff_s",
     "visibility_s",
+    "pool",
 )
 LEDGER_KEYS = ("dsn",)
 #: The only names a template may use; the harness fills them per job.
@@ -141,6 +143,8 @@ class CommandConfig:
     #: How long the worker's queue keeps a claimed job from other workers, when that is
     #: not ``lease_ttl_s``; None: the lease is the window.
     visibility_s: float | None = None
+    #: Each worker is a pool's parent whose children run the jobs (child_killed runs).
+    pool: bool = False
 
     @property
     def base_dir(self) -> Path:
@@ -310,6 +314,7 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema):
             poll_s=poll,
             min_backoff_s=min_backoff,
             visibility_s=visibility,
+            pool=self.flag(target, "pool"),
         )
 
     def seconds(
@@ -331,6 +336,13 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema):
                 f"must be seconds from {low} to {high:.0f}, got {shown(target[key])}",
                 fix,
             )
+        return value
+
+    def flag(self, target: Mapping[str, Any], key: str) -> bool:
+        """``[target] key``, true or false; false when absent."""
+        value = target.get(key, False)
+        if not isinstance(value, bool):
+            raise self.wrong("target.", key, value, "true or false", example="true")
         return value
 
     def argv(self, target: Mapping[str, Any], key: str) -> tuple[str, ...]:

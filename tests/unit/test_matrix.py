@@ -207,10 +207,13 @@ def test_a_command_target_leaves_out_only_the_ledger_link_outbox_and_clock_scena
         "slow_lease_renewal",
         "relay_crash_after_send",
         "clock_skew",
+        "child_killed",
     }
     for key, reason in skipped.items():
         if key.startswith("relay_crash_after_send."):
             assert "a command target declares no relay" in reason
+        elif key.startswith("child_killed."):
+            assert "declares no pool" in reason
         else:
             assert "only the reference target" in reason
 
@@ -235,6 +238,10 @@ def test_a_target_that_never_retries_leaves_retry_backoff_out_and_says_why() -> 
     # Without a declared cap, or with one that allows a retry, the row runs.
     for cap in (None, 2):
         assert not [k for k in _skips(_command(max_attempts=cap)) if "retry_backoff" in k]
+
+
+def test_a_declared_pool_runs_child_killed() -> None:
+    assert not [k for k in _skips(_command(pool=True)) if k.startswith("child_killed.")]
 
 
 def test_a_postgres_ledger_of_a_command_target_is_not_restored() -> None:

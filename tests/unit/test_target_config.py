@@ -117,6 +117,12 @@ def test_a_declared_backoff_reaches_the_oracle_facts(tmp_path: Path) -> None:
     assert CommandAdapter(config, trial_dir=tmp_path / "t").min_backoff_s == 0.2
 
 
+def test_a_declared_pool_is_kept(tmp_path: Path) -> None:
+    path = write(tmp_path, edited("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\npool = true"))
+    assert load_config(path).pool is True
+    assert load_config(write(tmp_path, GOOD)).pool is False
+
+
 def test_a_declared_visibility_window_is_kept(tmp_path: Path) -> None:
     path = write(tmp_path, edited("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\nvisibility_s = 2"))
     assert CommandAdapter(load_config(path), trial_dir=tmp_path / "t").visibility_s == 2.0
@@ -389,6 +395,12 @@ MISTAKES = [
         ("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\nvisibility_s = 0"),
         "target.visibility_s must be seconds from 0.05 to 600, got 0",
         "or leave it out when that is the lease",
+    ),
+    (
+        "pool-not-a-boolean",
+        ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\npool = "yes"'),
+        'target.pool must be true or false, got "yes" (a string)',
+        "write pool = true",
     ),
     (
         "max-attempts-zero",
