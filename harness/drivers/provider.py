@@ -38,6 +38,8 @@ def provider_error_before_commit(trial: Trial) -> frozenset[str]:
 REFUSED_WRITES = 3
 #: A target whose cap allows one write never retries: there is no interval to see.
 NO_RETRY = "the target declares max_attempts = 1: it never retries, so no backoff can be seen"
+#: Between two looks for the first refusal in the history (a provider row, polled).
+REFUSAL_POLL_S = 0.02
 
 
 def refused_repeatedly(trial: Trial) -> frozenset[str]:
@@ -51,7 +53,14 @@ def refused_repeatedly(trial: Trial) -> frozenset[str]:
         raise Inconclusive(f"{trial.cell.point}: {NO_RETRY}")
     trial.arm(Fault("fail_before_commit", job=job, times=times, status=503))
     trial.start_worker()
-    trial.reached = True
+    # Reached once the provider refused a write: a row whose refusals never came would
+    # have no interval to judge, and must not read as held.
+    deadline = time.monotonic() + trial.reach_s
+    while not any(w.fields.get("fault") == "fail_before_commit" for w in trial.writes(job)):
+        if time.monotonic() > deadline:
+            raise Inconclusive(f"no write of {job} reached the provider in {trial.reach_s:g} s")
+        trial.sleep(REFUSAL_POLL_S)
+    trial.reached, trial.reached_by = True, "provider"
     return NONE
 
 

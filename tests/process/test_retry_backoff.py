@@ -19,7 +19,7 @@ def test_a_worker_that_waits_what_it_declares_holds(scratch: Path, tmp_path: Pat
     done = run_pyqueue("crashpoint.toml", scratch, tmp_path / "out", *ROW)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (t,) = trials(tmp_path / "out")
-    assert (t["verdict"], t["reached"]) == ("held", True), explain(t)
+    assert (t["verdict"], t["reached"], t["reached_by"]) == ("held", True, "provider"), explain(t)
     assert "min_backoff" not in t["unjudged"]  # declared, so judged
     refused = [e for e in t["events"] if e["kind"] == "arrival" and e["fields"]["status"] == 503]
     assert len(refused) == 3  # the row made the retries it judges
