@@ -65,6 +65,8 @@ from harness.targets.config_docker import MOUNT_KEYS as MOUNT_KEYS
 from harness.targets.config_docker import DockerConfig as DockerConfig
 from harness.targets.config_docker import DockerSchema
 from harness.targets.config_docker import Mount as Mount
+from harness.targets.config_faults import BACKOFF_RANGE_S as BACKOFF_RANGE_S
+from harness.targets.config_faults import FieldFaultSchema
 from harness.targets.config_job import JobSchema
 from harness.targets.config_providers import KIND_NAMES as KIND_NAMES
 from harness.targets.config_providers import ProviderDecl as ProviderDecl
@@ -106,8 +108,6 @@ TERM_GRACE_RANGE_S = (0.05, 600.0)
 #: The trial's bound (``TrialConfig.quiescence_timeout_s``, 20 s) leaves room for a
 #: couple of polls: a worker that looks for work less often cannot end a trial within it.
 POLL_RANGE_S = (0.001, 10.0)
-#: A backoff past the trial's bound could never be seen to end (docs/injection-table.md).
-BACKOFF_RANGE_S = (0.001, 10.0)
 
 
 @dataclass(frozen=True)
@@ -221,7 +221,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML ({detail}); fix the syntax there") from None
 
 
-class _Schema(JobSchema, DockerSchema, ProviderSchema):
+class _Schema(JobSchema, DockerSchema, ProviderSchema, FieldFaultSchema):
     """Checks one whole document: ``[target]`` here, its parts in the mixins."""
 
     def config(self, data: Mapping[str, Any]) -> CommandConfig:
@@ -259,20 +259,6 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema):
             POLL_RANGE_S,
             "write the longest your worker sleeps between looks at its queue, for "
             "example poll_s = 0.5, or leave it out",
-        )
-        min_backoff = self.seconds(
-            target,
-            "min_backoff_s",
-            BACKOFF_RANGE_S,
-            "write the least your worker waits before it retries a refused write, for "
-            "example min_backoff_s = 0.1, or leave it out",
-        )
-        visibility = self.seconds(
-            target,
-            "visibility_s",
-            LEASE_RANGE_S,
-            "write how long your queue hides a claimed job before it delivers it again, "
-            "for example visibility_s = 30.0, or leave it out when that is the lease",
         )
         max_attempts = None
         if "max_attempts" in target:
@@ -312,38 +298,8 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema):
             steps=self.steps(target.get("steps"), providers),
             sensitive_fields=self.sensitive_fields(target),
             poll_s=poll,
-            min_backoff_s=min_backoff,
-            visibility_s=visibility,
-            pool=self.flag(target, "pool"),
+            **self.field_faults(target),
         )
-
-    def seconds(
-        self,
-        target: Mapping[str, Any],
-        key: str,
-        bounds: tuple[float, float],
-        fix: str,
-    ) -> float | None:
-        """``[target] key``, a number of seconds within ``bounds``; None when the target
-        declares none."""
-        if key not in target:
-            return None
-        value = self.number(target, "target.", key, default=0.0)
-        low, high = bounds
-        if not low <= value <= high:
-            raise self.fail(
-                f"target.{key}",
-                f"must be seconds from {low} to {high:.0f}, got {shown(target[key])}",
-                fix,
-            )
-        return value
-
-    def flag(self, target: Mapping[str, Any], key: str) -> bool:
-        """``[target] key``, true or false; false when absent."""
-        value = target.get(key, False)
-        if not isinstance(value, bool):
-            raise self.wrong("target.", key, value, "true or false", example="true")
-        return value
 
     def argv(self, target: Mapping[str, Any], key: str) -> tuple[str, ...]:
         value = target.get(key)

@@ -90,6 +90,27 @@ class TableReader:
             raise self.wrong(where, key, value, "a number")
         return float(value)
 
+    def seconds(
+        self,
+        target: Mapping[str, Any],
+        key: str,
+        bounds: tuple[float, float],
+        fix: str,
+    ) -> float | None:
+        """``[target] key``, a number of seconds within ``bounds``; None when the target
+        declares none."""
+        if key not in target:
+            return None
+        value = self.number(target, "target.", key, default=0.0)
+        low, high = bounds
+        if not low <= value <= high:
+            raise self.fail(
+                f"target.{key}",
+                f"must be seconds from {low} to {high:.0f}, got {shown(target[key])}",
+                fix,
+            )
+        return value
+
     def wrong(
         self, where: str, key: str, value: object, what: str, *, example: str | None = None
     ) -> ConfigError:
