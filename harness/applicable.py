@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.drivers import driver_for, provider, restore
+from harness.drivers import child, driver_for, provider, restore
 from harness.faketime_reach import out_of_reach
 from harness.plan import Cell
 
@@ -61,6 +61,10 @@ def why_not(command: CommandConfig | None, cell: Cell) -> str | None:
         return PLANS_ONLY
     if cell.point in provider.NEEDS_CAP and command.max_attempts is None:
         return provider.NO_CAP
+    if scenario.needs_pool and not command.pool:
+        return child.NO_POOL
+    if scenario.name == "retry_backoff" and command.max_attempts == 1:
+        return provider.NO_RETRY
     if driver_for(scenario.name, cell.point) is restore.state_store_restore:
         return restore_unsupported(command)
     return None

@@ -166,5 +166,29 @@ MUTANTS: dict[str, Mutant] = {
             "identity_lost_on_recovery",
             "identity_bound",
         ),
+        Mutant(
+            "retry_without_backoff",
+            "retries a refused write as soon as it can claim the job again, with no backoff: "
+            "within its cap, a burst of writes at a provider that is already failing",
+            "retry_backoff",
+            "min_backoff",
+        ),
+        Mutant(
+            "done_check_instead_of_lease",
+            "before calling out asks whether the job has already ended (a status read, the "
+            "usual guard in a long task) instead of whether its own lease still holds: a "
+            "stale copy woken while a newer copy is in flight calls out under a stale token",
+            "redelivery_storm",
+            "fenced_writes",
+            provider="plain",
+        ),
+        Mutant(
+            "ack_when_child_lost",
+            "in pool mode, acknowledges the job when the child process running its attempt "
+            "dies (a prefork pool whose lost child's task is acked anyway): acknowledged, "
+            "never retried, no effect",
+            "child_killed",
+            "nothing_lost",
+        ),
     )
 }

@@ -75,6 +75,9 @@ class Scenario:
     #: Steps a worker's wall clock (libfaketime): skipped, with the reason, where the
     #: library cannot be loaded, and for a worker whose clock the harness cannot reach.
     wall_clock: bool = False
+    #: Kills one child of a worker that runs a pool: only for a target that runs one
+    #: (the reference in pool mode, a command target declaring ``pool = true``).
+    needs_pool: bool = False
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -268,6 +271,43 @@ SCENARIOS += (
         points=("redelivered_after_key_expiry",),
         providers=("idempotent",),
         key_ttl_s=0.3,
+    ),
+)
+
+#: Faults from the field (issue 34): what real frameworks' users report beyond one
+#: worker's boundaries.
+SCENARIOS += (
+    Scenario(
+        "retry_backoff",
+        "the provider refuses the job's first writes with 503 before commit, so the "
+        "worker retries several times",
+        "failed attempts, then one effect (or dead-lettered at the cap)",
+        "retry after the declared backoff, never faster: a cap bounds how many, not how fast",
+        points=("refused_repeatedly",),
+    ),
+    Scenario(
+        "redelivery_storm",
+        "the attempt's owner is stopped past its visibility window at before_external_call, "
+        "the redelivered copy too, and a third copy is held in flight: both stale copies "
+        "wake while the third owns the job (SIGSTOP, SIGCONT)",
+        "three copies, two stale owners",
+        "each copy checks its own lease before calling out; only the owner acts",
+        points=("two_stale_copies",),
+        # At an unqueryable provider the second copy finds the first's write unknown and
+        # stops in needs_review before any call, as it must: there is no third copy.
+        providers=("idempotent", "plain"),
+        signals=("SIGSTOP",),
+    ),
+    Scenario(
+        "child_killed",
+        "SIGKILL to the one pool child inside before_external_call, not the worker's tree; "
+        "the parent goes on",
+        "running, the child gone, the job unacknowledged",
+        "the parent never acknowledges a job whose child it lost; the lease lapses and the "
+        "job is claimed again",
+        points=("pool_child",),
+        signals=("SIGKILL",),
+        needs_pool=True,
     ),
 )
 

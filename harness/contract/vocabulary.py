@@ -26,6 +26,8 @@ INVARIANTS = (
     "resumes_at_missing_step",
     # Added since: every action for a job acts under the job's own, verified identity.
     "identity_bound",
+    # Added since: a declared least backoff between a refused write and its retry.
+    "min_backoff",
 )
 
 #: Invariants that speak of the end state; they need quiescence to be decided.

@@ -15,12 +15,15 @@ only safe end is needs_review. Quiescence and the oracle are the trial's busines
     network   Toxiproxy toxics on the provider and ledger links
     outbox    the outbox relay killed after the provider took its message
     steps     multi-step jobs, lost acknowledgements, forgotten keys
+    child     one pool child inside a failpoint killed, its parent left running
+    storm     three copies of one attempt: two stale, woken while the third owns the job
     registry  the table below: scenario (and point) -> driver
 """
 
 from __future__ import annotations
 
 from harness.drivers import (
+    child,
     clock,
     delivery,
     identity,
@@ -30,6 +33,7 @@ from harness.drivers import (
     provider,
     restore,
     steps,
+    storm,
 )
 from harness.drivers.registry import DriverRegistry, NoDriver
 from harness.trial import Driver
@@ -69,6 +73,9 @@ DRIVERS.register("lost_acknowledgement", steps.lost_acknowledgement)
 DRIVERS.register("key_retention", steps.key_retention)
 DRIVERS.register("clock_skew", clock.clock_skew)
 DRIVERS.register("identity_lost_on_recovery", identity.identity_lost_on_recovery)
+DRIVERS.register("retry_backoff", provider.refused_repeatedly)
+DRIVERS.register("redelivery_storm", storm.redelivery_storm)
+DRIVERS.register("child_killed", child.child_killed)
 
 
 def driver_for(scenario: str, point: str) -> Driver:

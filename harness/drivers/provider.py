@@ -33,6 +33,37 @@ def provider_error_before_commit(trial: Trial) -> frozenset[str]:
     return NONE
 
 
+#: How many of a job's first writes ``retry_backoff`` refuses: enough for several retry
+#: intervals, and always one fewer than the target's cap, so the job can still succeed.
+REFUSED_WRITES = 3
+#: A target whose cap allows one write never retries: there is no interval to see.
+NO_RETRY = "the target declares max_attempts = 1: it never retries, so no backoff can be seen"
+#: Between two looks for the first refusal in the history (a provider row, polled).
+REFUSAL_POLL_S = 0.02
+
+
+def refused_repeatedly(trial: Trial) -> frozenset[str]:
+    """503 before commit for the job's first writes, so the worker retries several times
+    and the providers' arrivals show each retry's interval (``min_backoff``)."""
+    assert trial.target is not None
+    job = trial.enqueue_batch()
+    cap = trial.target.max_attempts
+    times = REFUSED_WRITES if cap is None else min(REFUSED_WRITES, cap - 1)
+    if times < 1:
+        raise Inconclusive(f"{trial.cell.point}: {NO_RETRY}")
+    trial.arm(Fault("fail_before_commit", job=job, times=times, status=503))
+    trial.start_worker()
+    # Reached once the provider refused a write: a row whose refusals never came would
+    # have no interval to judge, and must not read as held.
+    deadline = time.monotonic() + trial.reach_s
+    while not any(w.fields.get("fault") == "fail_before_commit" for w in trial.writes(job)):
+        if time.monotonic() > deadline:
+            raise Inconclusive(f"no write of {job} reached the provider in {trial.reach_s:g} s")
+        trial.sleep(REFUSAL_POLL_S)
+    trial.reached, trial.reached_by = True, "provider"
+    return NONE
+
+
 def delayed_response(trial: Trial) -> frozenset[str]:
     """The provider commits, then answers after the worker's client timeout."""
     job = trial.enqueue_batch()

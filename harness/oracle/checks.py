@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.contract.vocabulary import LIVENESS
+from harness.oracle import backoff
 from harness.oracle.evidence import Violation
 from harness.oracle.facts import Record, TrialFacts
 from harness.oracle.fencing import fenced_writes
@@ -49,6 +50,7 @@ CHECKS: dict[str, Invariant] = {
     "stable_key_and_payload": stable_key_and_payload,
     "fenced_writes": fenced_writes,
     "bounded_retries": bounded_retries,
+    backoff.NAME: backoff.min_backoff,
     "ambiguity_goes_to_review": ambiguity_goes_to_review,
     "resumes_at_missing_step": resumes_at_missing_step,
     "identity_bound": identity_bound,
@@ -82,6 +84,9 @@ def unjudged_in(record: Record, facts: TrialFacts) -> dict[str, str]:
             out["ambiguity_goes_to_review"] = NO_REVIEW_STATES
     if facts.max_attempts is None:
         out["bounded_retries"] = NO_MAX_ATTEMPTS
+    intervals = backoff.intervals_note(record, facts)
+    if intervals is not None:
+        out[backoff.NAME] = intervals
     identities = unjudged_reason(record)
     if identities is not None:
         out["identity_bound"] = identities

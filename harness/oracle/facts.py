@@ -83,6 +83,10 @@ class TrialFacts:
     #: The stand-in values the harness put into the fields the target marks sensitive
     #: (``[target] sensitive_fields``), each to its field's name; key hygiene looks for them.
     sensitive_values: Mapping[str, str] = field(default_factory=dict)
+    #: The least time the target declares between a refused write of a job and its next
+    #: write (``[target] min_backoff_s``); None: it declares none, and the intervals are
+    #: reported, never judged (harness.oracle.backoff).
+    min_backoff_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ def facts_to_json(facts: TrialFacts, *, t0: float = 0.0) -> dict[str, Any]:
             for job, steps in facts.job_steps.items()
         },
         "sensitive_values": dict(facts.sensitive_values),
+        "min_backoff_s": facts.min_backoff_s,
     }
 
 
@@ -63,6 +64,7 @@ def facts_from_json(doc: Mapping[str, Any]) -> TrialFacts:
             for job, steps in (doc.get("job_steps") or {}).items()
         },
         sensitive_values=dict(doc.get("sensitive_values") or {}),
+        min_backoff_s=doc.get("min_backoff_s"),
     )
 
 

@@ -65,6 +65,13 @@ class TargetAdapter(Protocol):
     #: The longest its workers sleep between looks at their queue, as the target
     #: declares (``[target] poll_s``); None: it declares none.
     poll_s: float | None
+    #: The least time its workers leave between a refused write and the job's next write,
+    #: as the target declares (``[target] min_backoff_s``); None: it declares none.
+    min_backoff_s: float | None
+    #: How long a job stays invisible to other workers after a claim, when the target's
+    #: queue redelivers by a window of its own rather than by the lease its workers renew
+    #: (``[target] visibility_s``); None: the lease is the window.
+    visibility_s: float | None
 
     def providers(self, kind: str) -> Sequence[tuple[str, str]]:
         """``(name, kind)`` of every provider the workers call; ``kind`` is the cell's,

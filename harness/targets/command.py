@@ -152,6 +152,8 @@ class CommandAdapter:
         self.steps = config.steps
         self.max_attempts = config.max_attempts
         self.poll_s = config.poll_s
+        self.min_backoff_s = config.min_backoff_s
+        self.visibility_s = config.visibility_s
         self.sensitive_fields = config.sensitive_fields
         self.trial_dir = trial_dir
         self.state_dir = trial_dir / "state"

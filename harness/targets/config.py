@@ -11,6 +11,9 @@ term_grace_s = 2.0                    # optional: SIGTERM to SIGKILL; default 2 
 poll_s = 0.5                          # optional: the longest a worker sleeps between looks
 enqueue = ["node", "enqueue.js", "{job_id}", "{payload_file}"]
 max_attempts = 6                      # optional: the worker's own retry cap
+min_backoff_s = 0.1                   # optional: least wait after a refused write
+visibility_s = 30.0                   # optional: the queue's redelivery window, if not the lease
+pool = true                           # optional: each worker forks children that run the jobs
 status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
 sensitive_fields = ["customer_email"]  # optional: body fields holding secrets or personal data
 [target.ledger]                       # optional
@@ -65,6 +68,8 @@ from harness.targets.config_docker import MOUNT_KEYS as MOUNT_KEYS
 from harness.targets.config_docker import DockerConfig as DockerConfig
 from harness.targets.config_docker import DockerSchema
 from harness.targets.config_docker import Mount as Mount
+from harness.targets.config_faults import BACKOFF_RANGE_S as BACKOFF_RANGE_S
+from harness.targets.config_faults import FieldFaultSchema
 from harness.targets.config_job import JobSchema
 from harness.targets.config_providers import KIND_NAMES as KIND_NAMES
 from harness.targets.config_providers import ProviderDecl as ProviderDecl
@@ -93,6 +98,9 @@ TARGET_KEYS = (
     "steps",
     "sensitive_fields",
     "poll_s",
+    "min_backoff_s",
+    "visibility_s",
+    "pool",
 )
 LEDGER_KEYS = ("dsn",)
 #: The only names a template may use; the harness fills them per job.
@@ -132,6 +140,14 @@ class CommandConfig:
     #: The longest a worker sleeps between two looks at its queue, as it declares; None:
     #: it declares none, and the harness's own bounds apply (docs/fairness.md).
     poll_s: float | None = None
+    #: The least time a worker leaves between a refused write and the job's next write,
+    #: as it declares; None: it declares none, and the intervals seen are only reported.
+    min_backoff_s: float | None = None
+    #: How long the worker's queue keeps a claimed job from other workers, when that is
+    #: not ``lease_ttl_s``; None: the lease is the window.
+    visibility_s: float | None = None
+    #: Each worker is a pool's parent whose children run the jobs (child_killed runs).
+    pool: bool = False
 
     @property
     def base_dir(self) -> Path:
@@ -208,7 +224,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML ({detail}); fix the syntax there") from None
 
 
-class _Schema(JobSchema, DockerSchema, ProviderSchema):
+class _Schema(JobSchema, DockerSchema, ProviderSchema, FieldFaultSchema):
     """Checks one whole document: ``[target]`` here, its parts in the mixins."""
 
     def config(self, data: Mapping[str, Any]) -> CommandConfig:
@@ -285,28 +301,8 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema):
             steps=self.steps(target.get("steps"), providers),
             sensitive_fields=self.sensitive_fields(target),
             poll_s=poll,
+            **self.field_faults(target),
         )
-
-    def seconds(
-        self,
-        target: Mapping[str, Any],
-        key: str,
-        bounds: tuple[float, float],
-        fix: str,
-    ) -> float | None:
-        """``[target] key``, a number of seconds within ``bounds``; None when the target
-        declares none."""
-        if key not in target:
-            return None
-        value = self.number(target, "target.", key, default=0.0)
-        low, high = bounds
-        if not low <= value <= high:
-            raise self.fail(
-                f"target.{key}",
-                f"must be seconds from {low} to {high:.0f}, got {shown(target[key])}",
-                fix,
-            )
-        return value
 
     def argv(self, target: Mapping[str, Any], key: str) -> tuple[str, ...]:
         value = target.get(key)

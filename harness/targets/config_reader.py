@@ -20,6 +20,8 @@ EXAMPLES = {
     "lease_ttl_s": "1.0",
     "term_grace_s": "2.0",
     "poll_s": "0.5",
+    "min_backoff_s": "0.1",
+    "visibility_s": "30.0",
     "enqueue": '["node", "enqueue.js", "{job_id}", "{payload_file}"]',
     "max_attempts": "3",
     "status": '["node", "status.js", "{job_id}"]',
@@ -87,6 +89,27 @@ class TableReader:
         if not (is_int(value) or isinstance(value, float)):
             raise self.wrong(where, key, value, "a number")
         return float(value)
+
+    def seconds(
+        self,
+        target: Mapping[str, Any],
+        key: str,
+        bounds: tuple[float, float],
+        fix: str,
+    ) -> float | None:
+        """``[target] key``, a number of seconds within ``bounds``; None when the target
+        declares none."""
+        if key not in target:
+            return None
+        value = self.number(target, "target.", key, default=0.0)
+        low, high = bounds
+        if not low <= value <= high:
+            raise self.fail(
+                f"target.{key}",
+                f"must be seconds from {low} to {high:.0f}, got {shown(target[key])}",
+                fix,
+            )
+        return value
 
     def wrong(
         self, where: str, key: str, value: object, what: str, *, example: str | None = None

@@ -13,6 +13,7 @@ from harness.observe import ProviderLog
 from harness.oracle import JobFinal
 from harness.targets.base import Redelivery
 from scenarios.reference import ReferenceTarget, Snapshot
+from scenarios.worker.config import WorkerConfig
 
 #: The reference worker's retry cap: its own setting, which it declares like any target
 #: (the worker is started with it, and bounded_retries holds it to it).
@@ -29,6 +30,10 @@ LEASE_TTL_S = 0.3
 #: a correct worker gave its lease up (safe, but the cell went unreached). The lease it
 #: ran with before, which held every container cell.
 DOCKER_LEASE_TTL_S = 0.6
+
+
+#: The reference worker's least backoff: its own default (scenarios.worker.config).
+MIN_BACKOFF_S: float = WorkerConfig._field_defaults["backoff_s"]
 
 
 def reference_lease_s(backend: str) -> float:
@@ -48,6 +53,11 @@ class ReferenceAdapter:
     sensitive_fields: tuple[str, ...] = ()
     #: Its redelivery goes to a second consumer, whose start is waited on, never a poll.
     poll_s: float | None = None
+    #: Its first retry after a refused write waits ``backoff_s``, later ones longer, each
+    #: counted from the refusal's answer: declared like any target's (min_backoff).
+    min_backoff_s: float | None = MIN_BACKOFF_S
+    #: Its ledger's lease is its visibility window.
+    visibility_s: float | None = None
 
     def __init__(
         self,

@@ -327,6 +327,7 @@ class TrialState:
             last_window_from=last_window,
             job_steps=dict.fromkeys(self.jobs, self.steps) if self.steps else {},
             sensitive_values=self.sensitive_values(),
+            min_backoff_s=self.target.min_backoff_s,
         )
 
 

@@ -183,6 +183,9 @@ class Attempt:
         if self.bug("lease_by_worker_clock"):
             if not self.lease_left_by_own_clock():
                 return
+        elif self.bug("done_check_instead_of_lease"):
+            if self.job_already_done():
+                return
         elif not self.bug("lease_checked_only_at_claim") and not self.lease_held():
             return
         body: dict[str, Any] = dict(c.body)
@@ -210,6 +213,19 @@ class Attempt:
             self.log("lease_lost", step="before_external_call", left_s=round(left, 4))
             return False
         return True
+
+    def job_already_done(self) -> bool:
+        """MUTANT done_check_instead_of_lease: asks the queue whether the job has ended,
+        not whether this attempt still owns it, so a stale copy calls out while a newer
+        copy of the job is still in flight."""
+        row = next((j for j in self.ledger.jobs() if j.job_id == self.c.job_id), None)
+        ended = ("acknowledged", "dead_lettered")
+        done = row is not None and (row.delivery_state in ended or row.needs_review)
+        if done:
+            # Closed as the durable record says, like a job delivered again after it ended.
+            self.log("already_done", job=self.c.job_id, step="before_external_call")
+            self.result("succeeded")
+        return done
 
     def lease_left_by_own_clock(self) -> bool:
         """MUTANT lease_by_worker_clock: the lease's end reckoned on this worker's wall
@@ -299,6 +315,9 @@ class Attempt:
         """When the next attempt may start, or None when the attempts are used up."""
         if self.cap is not None and self.c.attempt >= self.cap:
             return None
+        if self.bug("retry_without_backoff"):
+            # MUTANT retry_without_backoff: the next attempt may start at once.
+            return time.monotonic()
         delay = min(self.cfg.backoff_s * 2.0 ** (self.c.attempt - 1), MAX_BACKOFF_S)
         return time.monotonic() + delay
 

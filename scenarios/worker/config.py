@@ -42,6 +42,9 @@ class WorkerConfig(NamedTuple):
     outbox: bool = False
     #: ``worker`` (claims jobs) or ``relay`` (sends outbox rows): ``CRASHPOINT_ROLE``.
     role: str = "worker"
+    #: Pool mode: each claimed job's attempt runs in a child process the worker forks,
+    #: as a prefork pool's parent dispatches to its children (``CRASHPOINT_POOL=1``).
+    pool: bool = False
 
     def provider(self, name: str) -> ProviderSpec | None:
         return self.providers.get(names.provider_env_name(name))
@@ -91,6 +94,7 @@ class WorkerConfig(NamedTuple):
             backoff_s=_number(env, "CRASHPOINT_BACKOFF_S", 0.05),
             outbox=env.get("CRASHPOINT_OUTBOX", "") not in ("", "0"),
             role=_role(env),
+            pool=env.get("CRASHPOINT_POOL", "") not in ("", "0"),
         )
 
 

@@ -13,11 +13,12 @@ import sys
 import time
 from types import FrameType
 
-from scenarios.ledger import LedgerStore, open_ledger
+from scenarios.ledger import Claimed, LedgerStore, open_ledger
 from scenarios.worker.attempt import Attempt
 from scenarios.worker.base import ReferenceProcess
 from scenarios.worker.config import WorkerConfig
 from scenarios.worker.lease import LeaseKeeper
+from scenarios.worker.pool import run_in_child
 
 #: Pause after a ledger error before reconnecting: a broken link (a reset to
 #: PostgreSQL, a locked file) is not mended by asking again at once, and a tight retry
@@ -75,6 +76,22 @@ class Worker(ReferenceProcess):
                 self._drop_connections()
                 self.stopping.wait(RECONNECT_PAUSE_S)
 
+    def attempt(self, c: Claimed, keeper: LeaseKeeper) -> Attempt:
+        return Attempt(
+            c,
+            cfg=self.cfg,
+            ledger=self.ledger(),
+            calls=self.calls,
+            lease=keeper,
+            stopping=self.stopping,
+            bug=self.bug,
+            log=self.log,
+        )
+
+    def forget_connections(self) -> None:
+        """In a forked child: never touch the parent's ledger connections; open its own."""
+        self._ledger = self._renewals = None
+
     def run(self) -> None:
         self.log("start", pid=os.getpid(), mutant=self.cfg.mutant)
         self.start()
@@ -103,17 +120,11 @@ class Worker(ReferenceProcess):
                 check_owner=not self.bug("renew_without_owner_check"),
             )
             try:
+                if self.cfg.pool:
+                    run_in_child(self, c, keeper)
+                    continue
                 with keeper:
-                    Attempt(
-                        c,
-                        cfg=self.cfg,
-                        ledger=self.ledger(),
-                        calls=self.calls,
-                        lease=keeper,
-                        stopping=self.stopping,
-                        bug=self.bug,
-                        log=self.log,
-                    ).run()
+                    self.attempt(c, keeper).run()
             except Exception as exc:
                 self.log("attempt_abandoned", job=c.job_id, attempt=c.attempt, error=repr(exc))
                 self._drop_connections()

@@ -121,6 +121,9 @@ KILLING_CELLS = {
         "idempotent",
         "SIGKILL",
     ),
+    "retry_without_backoff": ("retry_backoff", "refused_repeatedly", "plain", None),
+    "done_check_instead_of_lease": ("redelivery_storm", "two_stale_copies", "plain", "SIGSTOP"),
+    "ack_when_child_lost": ("child_killed", "pool_child", "idempotent", "SIGKILL"),
 }
 
 

@@ -200,16 +200,19 @@ def test_cells_that_cannot_apply_are_no_skips_of_the_machine() -> None:
     assert all(reason.startswith("no Toxiproxy server") for reason in skipped.values())
 
 
-def test_a_command_target_leaves_out_only_the_ledger_link_and_outbox_scenarios() -> None:
+def test_a_command_target_leaves_out_only_the_ledger_link_outbox_and_pool_scenarios() -> None:
     skipped = _skips(_command())
     assert {k.split(".")[0] for k in skipped} == {
         "ledger_link_faults",
         "slow_lease_renewal",
         "relay_crash_after_send",
+        "child_killed",
     }
     for key, reason in skipped.items():
         if key.startswith("relay_crash_after_send."):
             assert "a command target declares no relay" in reason
+        elif key.startswith("child_killed."):
+            assert "declares no pool" in reason
         else:
             assert "only the reference target" in reason
 
@@ -238,6 +241,22 @@ def test_without_a_declared_cap_fail_past_cap_is_left_out_and_says_why() -> None
         "provider_error_before_commit.fail_past_cap.mailer",
     }
     assert set(capped.values()) == {"the target declares no max_attempts"}
+
+
+def test_a_target_that_never_retries_leaves_retry_backoff_out_and_says_why() -> None:
+    once = {k: r for k, r in _skips(_command(max_attempts=1)).items() if "retry_backoff" in k}
+    assert set(once) == {
+        "retry_backoff.refused_repeatedly.billing",
+        "retry_backoff.refused_repeatedly.mailer",
+    }
+    assert all("never retries" in r for r in once.values())
+    # Without a declared cap, or with one that allows a retry, the row runs.
+    for cap in (None, 2):
+        assert not [k for k in _skips(_command(max_attempts=cap)) if "retry_backoff" in k]
+
+
+def test_a_declared_pool_runs_child_killed() -> None:
+    assert not [k for k in _skips(_command(pool=True)) if k.startswith("child_killed.")]
 
 
 def test_a_postgres_ledger_of_a_command_target_is_not_restored() -> None:

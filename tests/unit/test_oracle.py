@@ -95,7 +95,13 @@ def done(job: str = "j-1", **kw: Any) -> JobFinal:
 
 
 def facts(kind: str = "idempotent", **kw: Any) -> TrialFacts:
-    base: dict[str, Any] = {"jobs": ["j-1"], "provider_kinds": {"svc": kind}, "max_attempts": 3}
+    # A backoff is declared, short enough that no hand-made history is held to it.
+    base: dict[str, Any] = {
+        "jobs": ["j-1"],
+        "provider_kinds": {"svc": kind},
+        "max_attempts": 3,
+        "min_backoff_s": 0.001,
+    }
     base.update(kw)
     return TrialFacts(**base)
 

@@ -41,6 +41,7 @@ def _every_field_set() -> TrialFacts:
         last_window_from=T0 + 7.5,
         job_steps={"j-0001": (("charge", "svc"), ("receipt", "mail"))},
         sensitive_values={"secret-email-j-0001": "email"},
+        min_backoff_s=0.25,
     )
 
 
@@ -72,7 +73,8 @@ def test_every_field_survives_results_json() -> None:
 
 def test_facts_stored_before_a_field_was_kept_take_its_default() -> None:
     stored = facts_to_json(_every_field_set(), t0=T0)
-    del stored["job_steps"], stored["sensitive_values"]
+    del stored["job_steps"], stored["sensitive_values"], stored["min_backoff_s"]
     back = facts_from_json(stored)
+    assert back.min_backoff_s is None
     assert back.job_steps == {}
     assert back.sensitive_values == {}

@@ -106,6 +106,27 @@ kind = "unqueryable"
     assert config.term_grace_s is None
     # No declared poll: the harness's own floor bounds a redelivery's take-up.
     assert config.poll_s is None
+    # No declared backoff: retry intervals are reported, never judged.
+    assert config.min_backoff_s is None
+
+
+def test_a_declared_backoff_reaches_the_oracle_facts(tmp_path: Path) -> None:
+    path = write(tmp_path, edited("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\nmin_backoff_s = 0.2"))
+    config = load_config(path)
+    assert config.min_backoff_s == 0.2
+    assert CommandAdapter(config, trial_dir=tmp_path / "t").min_backoff_s == 0.2
+
+
+def test_a_declared_pool_is_kept(tmp_path: Path) -> None:
+    path = write(tmp_path, edited("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\npool = true"))
+    assert load_config(path).pool is True
+    assert load_config(write(tmp_path, GOOD)).pool is False
+
+
+def test_a_declared_visibility_window_is_kept(tmp_path: Path) -> None:
+    path = write(tmp_path, edited("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\nvisibility_s = 2"))
+    assert CommandAdapter(load_config(path), trial_dir=tmp_path / "t").visibility_s == 2.0
+    assert load_config(write(tmp_path, GOOD)).visibility_s is None
 
 
 def test_a_declared_poll_is_kept_and_told_to_the_worker(tmp_path: Path) -> None:
@@ -356,6 +377,30 @@ MISTAKES = [
         ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\npoll_s = "1s"'),
         'target.poll_s must be a number, got "1s" (a string)',
         "write poll_s = 0.5",
+    ),
+    (
+        "min-backoff-zero",
+        ("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\nmin_backoff_s = 0"),
+        "target.min_backoff_s must be seconds from 0.001 to 10, got 0",
+        "for example min_backoff_s = 0.1, or leave it out",
+    ),
+    (
+        "min-backoff-not-a-number",
+        ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\nmin_backoff_s = "100ms"'),
+        'target.min_backoff_s must be a number, got "100ms" (a string)',
+        "write min_backoff_s = 0.1",
+    ),
+    (
+        "visibility-zero",
+        ("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\nvisibility_s = 0"),
+        "target.visibility_s must be seconds from 0.05 to 600, got 0",
+        "or leave it out when that is the lease",
+    ),
+    (
+        "pool-not-a-boolean",
+        ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\npool = "yes"'),
+        'target.pool must be true or false, got "yes" (a string)',
+        "write pool = true",
     ),
     (
         "max-attempts-zero",
