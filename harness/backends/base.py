@@ -7,12 +7,43 @@ signal ``N``. Every backend reports in that convention so a trial compares them 
 from __future__ import annotations
 
 import signal as _signal
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from harness.history import History
+
+
+class ExitWatch:
+    """The exit bookkeeping both handles share: a waiter thread sets ``_exited`` once it
+    has stored ``_returncode`` and ``_exited_at``, so readers never see one without the
+    other."""
+
+    _started_at: float
+    _exited_at: float | None
+    _returncode: int | None
+    _exited: threading.Event
+
+    @property
+    def started_at(self) -> float:
+        return self._started_at
+
+    @property
+    def exited_at(self) -> float | None:
+        return self._exited_at
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    def alive(self) -> bool:
+        return not self._exited.is_set()
+
+    def wait(self, timeout_s: float) -> int | None:
+        self._exited.wait(timeout_s)
+        return self._returncode
 
 
 @runtime_checkable

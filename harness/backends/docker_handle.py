@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from harness.backends.base import describe_exit, record_escalation, signal_name
+from harness.backends.base import ExitWatch, describe_exit, record_escalation, signal_name
 from harness.contract.errors import InfrastructureError
 from harness.history import History
 
@@ -30,7 +30,7 @@ def _ppid(proc: psutil.Process) -> int | None:
         return None
 
 
-class DockerHandle:
+class DockerHandle(ExitWatch):
     """A worker container; see :class:`harness.backends.base.WorkerHandle`."""
 
     def __init__(
@@ -70,25 +70,6 @@ class DockerHandle:
     def pid(self) -> int:
         """Host pid of the container's first process (0 if it exited before we looked)."""
         return self._pid
-
-    @property
-    def started_at(self) -> float:
-        return self._started_at
-
-    @property
-    def exited_at(self) -> float | None:
-        return self._exited_at
-
-    @property
-    def returncode(self) -> int | None:
-        return self._returncode
-
-    def alive(self) -> bool:
-        return not self._exited.is_set()
-
-    def wait(self, timeout_s: float) -> int | None:
-        self._exited.wait(timeout_s)
-        return self._returncode
 
     def signal(self, sig: int) -> None:
         if self._history is not None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.backends.base import (
     Backend,
+    ExitWatch,
     WorkerHandle,
     describe_exit,
     record_escalation,
@@ -63,7 +64,7 @@ class Tree(Protocol):
         ...
 
 
-class ProcessHandle:
+class ProcessHandle(ExitWatch):
     """A worker process tree; see :class:`harness.backends.base.WorkerHandle`."""
 
     def __init__(
@@ -112,25 +113,6 @@ class ProcessHandle:
     def cgroup(self) -> Path | None:
         """The worker's own cgroup directory, under cgroup v2 containment."""
         return self._tree.slot.path if isinstance(self._tree, CgroupTree) else None
-
-    @property
-    def started_at(self) -> float:
-        return self._started_at
-
-    @property
-    def exited_at(self) -> float | None:
-        return self._exited_at
-
-    @property
-    def returncode(self) -> int | None:
-        return self._returncode
-
-    def alive(self) -> bool:
-        return not self._exited.is_set()
-
-    def wait(self, timeout_s: float) -> int | None:
-        self._exited.wait(timeout_s)
-        return self._returncode
 
     def signal(self, sig: int) -> None:
         if self._history is not None:
