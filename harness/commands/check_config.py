@@ -32,7 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.commands.console import stdout
-from harness.commands.init import FIRST_SCENARIO, PLACEHOLDER
+from harness.commands.init_plan import FIRST_SCENARIO, PLACEHOLDER
 from harness.contract.env import (
     FAILPOINTS,
     RECOVERY,

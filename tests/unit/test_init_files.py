@@ -12,14 +12,8 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from harness.cli import LANGS, main
-from harness.commands.init import (
-    PLACEHOLDER,
-    init_command,
-    plan,
-    python_client,
-    render,
-    templates,
-)
+from harness.commands.init import init_command, render
+from harness.commands.init_plan import PLACEHOLDER, plan, python_client, templates
 from harness.targets.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]

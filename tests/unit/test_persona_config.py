@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.commands.check_config import FAIL, JOB, OK, Seen, judge, static_lines
-from harness.commands.init import plan, render
+from harness.commands.init import render
+from harness.commands.init_plan import plan
 from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import PERSONA_KINDS
 from harness.targets.command import CommandAdapter
