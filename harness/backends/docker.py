@@ -197,26 +197,7 @@ class DockerBackend:
             "network_mode": "host",
             "init": self._init,
         }
-        mine = self.user_image
-        if mine is None:
-            if self._image is None:
-                self._image = ensure_image(self.client)
-            image = self._image
-            run.update(
-                environment=dict(env),
-                working_dir=str(cwd),
-                volumes=host_binds(cwd, self._extra_binds),
-            )
-        else:
-            image = mine.ref
-            _open_to(mine.settings.user, cwd, env)
-            run.update(
-                environment=user_environment(env, mine),
-                working_dir=mine.settings.workdir or str(cwd),
-                volumes=user_binds(cwd, env, mine),
-            )
-            if mine.settings.user is not None:
-                run["user"] = mine.settings.user
+        image = self._image_into(run, cwd, env)
         if self._watchdog is not None:
             self._watchdog.creating(run["name"])
         try:
@@ -249,6 +230,30 @@ class DockerBackend:
                 containment=CONTAINER,
             )
         return handle
+
+    def _image_into(self, run: dict[str, Any], cwd: Path, env: Mapping[str, str]) -> str:
+        """The image to run and, into ``run``, what differs between crashpoint's own image
+        (the host's paths bound read-only, the harness's environment) and the target's
+        (only the state directory and its own mounts, its own environment and user)."""
+        mine = self.user_image
+        if mine is None:
+            if self._image is None:
+                self._image = ensure_image(self.client)
+            run.update(
+                environment=dict(env),
+                working_dir=str(cwd),
+                volumes=host_binds(cwd, self._extra_binds),
+            )
+            return self._image
+        _open_to(mine.settings.user, cwd, env)
+        run.update(
+            environment=user_environment(env, mine),
+            working_dir=mine.settings.workdir or str(cwd),
+            volumes=user_binds(cwd, env, mine),
+        )
+        if mine.settings.user is not None:
+            run["user"] = mine.settings.user
+        return mine.ref
 
     def handles(self) -> list[DockerHandle]:
         return list(self._handles)

@@ -288,22 +288,26 @@ class ProcessBackend:
             slot=slot,
         )
         self._handles.append(handle)
-        if self._history is not None:
-            extra: dict[str, Any] = {}
-            if self.fallback_reason:
-                extra["containment_note"] = self.fallback_reason
-            self._history.append(
-                f"worker:{name}",
-                "worker_start",
-                t=handle.started_at,
-                worker=name,
-                pid=proc.pid,
-                backend=self.name,
-                argv=list(argv),
-                containment=handle.containment,
-                **extra,
-            )
+        self._record_start(handle, argv)
         return handle
+
+    def _record_start(self, handle: ProcessHandle, argv: Sequence[str]) -> None:
+        if self._history is None:
+            return
+        extra: dict[str, Any] = {}
+        if self.fallback_reason:
+            extra["containment_note"] = self.fallback_reason
+        self._history.append(
+            f"worker:{handle.name}",
+            "worker_start",
+            t=handle.started_at,
+            worker=handle.name,
+            pid=handle.pid,
+            backend=self.name,
+            argv=list(argv),
+            containment=handle.containment,
+            **extra,
+        )
 
     def handles(self) -> list[ProcessHandle]:
         return list(self._handles)
