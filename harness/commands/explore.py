@@ -22,8 +22,9 @@ from harness.commands.console import console
 from harness.commands.target import resolve_target
 from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import ExitCode
+from harness.exploration.evaluation import Confirm, Evaluation, Exploration, Finding, Kind
 from harness.exploration.regression import regression_test
-from harness.exploration.search import Confirm, Evaluation, Exploration, Explorer, Finding, Kind
+from harness.exploration.search import Explorer
 from harness.exploration.strategy import Space
 from harness.exploration.trials import ScheduleRunner
 from harness.infra import RunInfra, trial_settings

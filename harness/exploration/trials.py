@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.drivers.scheduled import schedule_driver
-from harness.exploration.search import Outcome
+from harness.exploration.evaluation import Outcome
 from harness.infra import RunInfra
 from harness.plan import Cell
 from harness.schedule import Schedule

@@ -11,7 +11,7 @@ import pytest
 from harness.commands.explore import _print_outcome, _save_findings, finding_files
 from harness.commands.replay import reproduction
 from harness.contract.vocabulary import ExitCode
-from harness.exploration.search import Confirm, Evaluation, Exploration, Finding, Outcome
+from harness.exploration.evaluation import Confirm, Evaluation, Exploration, Finding, Outcome
 from harness.schedule import FaultStep, Schedule, load
 
 

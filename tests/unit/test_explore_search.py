@@ -9,16 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.exploration.search import (
-    FAILING,
-    FLAKY,
-    NOT_RUN,
-    Confirm,
-    Exploration,
-    Explorer,
-    Outcome,
-    chaos_schedule,
-)
+from harness.exploration.evaluation import FAILING, FLAKY, NOT_RUN, Confirm, Exploration, Outcome
+from harness.exploration.search import Explorer, chaos_schedule
 from harness.exploration.strategy import Space
 from harness.schedule import Schedule
 

@@ -7,7 +7,8 @@ import statistics
 import pytest
 from hypothesis import given, settings
 
-from harness.exploration.search import Confirm, Explorer, Outcome
+from harness.exploration.evaluation import Confirm, Outcome
+from harness.exploration.search import Explorer
 from harness.exploration.strategy import FEW_FAILURES, Space, schedules
 from harness.schedule import MAX_COUNT, FaultStep, Schedule
 
