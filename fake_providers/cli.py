@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -70,6 +72,11 @@ from harness.contract.vocabulary import PERSONA_KINDS
     help="Override the write tool's MCP annotations, as JSON: '{\"idempotentHint\": true}'.",
 )
 @click.option(
+    "--routes",
+    default=None,
+    help="The route table of kind http, as JSON (what crashpoint.toml's routes read into).",
+)
+@click.option(
     "--exit-on-stdin-eof",
     is_flag=True,
     help="Stop when stdin closes (a launcher's pipe: stop when the launcher dies).",
@@ -105,6 +112,7 @@ def serve(
     hold_max_s: float,
     transport: str,
     tool_hints: str | None,
+    routes: str | None,
     exit_on_stdin_eof: bool,
     new_port_on_wipe: bool,
     no_peer_pid: bool,
@@ -160,6 +168,7 @@ def serve(
             transport=transport,
             tool_hints=hints,
             new_port_on_wipe=new_port_on_wipe,
+            routes=_routes(routes),
         )
     except (OSError, sqlite3.Error) as exc:
         raise click.ClickException(
@@ -172,3 +181,16 @@ def serve(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _routes(raw: str | None) -> dict[str, Any] | None:
+    """``--routes`` as a JSON object (checked when crashpoint.toml was read)."""
+    if raw is None:
+        return None
+    try:
+        table = json.loads(raw)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--routes") from None
+    if not isinstance(table, dict) or not isinstance(table.get("create"), dict):
+        raise click.BadParameter("expected a table with create", param_hint="--routes")
+    return table
