@@ -24,11 +24,11 @@ from typing import IO, Any, Protocol
 from fake_providers.client import ProviderClient
 from fake_providers.forked import ForkServer, ForkServerError
 from fake_providers.models import KINDS
+from fake_providers.personas.declared import declared_kind
 from fake_providers.seal import make_secret
 from fake_providers.tools import TRANSPORTS
 from harness.contract.env import provider_env_var
 from harness.contract.errors import ProviderError
-from fake_providers.personas.declared import declared_kind
 from harness.contract.vocabulary import DECLARED, PERSONA_KINDS
 
 _live: set[ProviderProcess] = set()

@@ -12,10 +12,10 @@ import json
 import sys
 from pathlib import Path
 
-from redis import Redis
 from orderdesk.delivery import deliver, queue
 from orderdesk.record import Record
 from orderdesk.settings import Settings
+from redis import Redis
 
 
 def main(argv: list[str]) -> int:

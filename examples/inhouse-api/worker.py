@@ -19,12 +19,12 @@ import signal
 import sys
 import uuid
 
-from redis import Redis
-from rq import SimpleWorker
 from orderdesk import flow
 from orderdesk.delivery import Redeliverer, log, queue
 from orderdesk.record import Record
 from orderdesk.settings import BUGS, Settings
+from redis import Redis
+from rq import SimpleWorker
 
 
 class ExampleWorker(SimpleWorker):

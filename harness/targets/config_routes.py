@@ -230,7 +230,9 @@ class RouteSchema(TableReader):
 
 
 def describe(routes: Mapping[str, Any]) -> list[str]:
-    """The routes as ``check-config`` shows them: one line each."""
+    """The routes as ``check-config`` shows them: one line each (none without a table)."""
+    if not routes:
+        return []
     create = routes["create"]
     lines = [
         f"create: {create['method']} {create['path']} -> {create['status']}, key "

@@ -43,9 +43,12 @@ def _call(
 ) -> tuple[int, bytes]:
     """One request: the status and body, an HTTP error's included. URLError when the
     connection could not be opened; any other OSError after the request left."""
-    req = urllib.request.Request(url, data=body, headers=headers, method=method)
+    # The base URL is the service's, from the environment: http only, never file: or ftp:.
+    if not url.startswith(("http://", "https://")):
+        raise urllib.error.URLError(f"not an http URL: {url!r}")
+    req = urllib.request.Request(url, data=body, headers=headers, method=method)  # noqa: S310
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as res:
+        with urllib.request.urlopen(req, timeout=timeout_s) as res:  # noqa: S310
             return int(res.status), res.read()
     except urllib.error.HTTPError as err:
         return int(err.code), err.read()
