@@ -88,8 +88,8 @@ GUIDES: dict[str, PersonaGuide] = {
     ),
     "http": PersonaGuide(
         suffix="",
-        write="the create route of [providers.routes] (check-config shows it)",
-        job_id="where routes.create.job says; the key where routes.create.key says",
+        write="its routes.create",
+        job_id="routes.create.job, the key in routes.create.key",
         python='base = os.environ["{var}"]  # httpx.post(base + "/orders", json=...)',
         node="const base = process.env.{var}; // fetch(base + '/orders', ...)",
     ),
