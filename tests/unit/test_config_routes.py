@@ -79,7 +79,8 @@ def test_the_kind_follows_the_table(tmp_path: Path) -> None:
     by_id = changed("lookup", "path", "/orders/{id}")
     by_id["lookup"]["by"] = "path:id"
     (r,) = parse(tmp_path, by_id).providers
-    assert r.route_table is not None and r.route_table["lookup"]["match"] == "id"
+    assert r.route_table is not None
+    assert r.route_table["lookup"]["match"] == "id"
 
 
 #: (routes, the key the error names, what it says): each a table a user could write.
