@@ -178,7 +178,9 @@ def _persona_note(lang: str, name: str, kind: str) -> str:
     var = env.provider_env_var(name)
     line = base_url_line(kind, lang, var)
     guide = GUIDES[kind]
-    under = "its kind follows its routes" if kind == DECLARED else f"{PERSONA_KINDS[kind]} underneath"
+    under = f"{PERSONA_KINDS[kind]} underneath"
+    if kind == DECLARED:
+        under = "its kind follows its routes"
     out = [f"# The {kind} persona ({under}): {guide.write}, the job's"]
     out.append(f"# id in {guide.job_id}.")
     if line is not None:
