@@ -74,7 +74,8 @@ from harness.contract.vocabulary import PERSONA_KINDS
 @click.option(
     "--routes",
     default=None,
-    help="The route table of kind http, as JSON (what crashpoint.toml's routes read into).",
+    metavar="JSON",
+    help="Kind http: its route table, as read from crashpoint.toml.",
 )
 @click.option(
     "--exit-on-stdin-eof",
