@@ -38,7 +38,7 @@ from harness.contract.vocabulary import PERSONA_KINDS
     required=True,
     help="SQLite file holding the effect log; reused on restart.",
 )
-@click.option("--name", default=None, help="Provider name in arrivals and effects [default: kind].")
+@click.option("--name", default=None, help="Its name in arrivals and effects [default: kind].")
 @click.option(
     "--key-ttl-s",
     type=click.FloatRange(min=0, min_open=True),
