@@ -70,6 +70,9 @@ def handle(job_id: str, doc: dict[str, Any]) -> str:
     record.add(job_id, doc)
     claim = record.claim(job_id, s.worker_id, s.lease_ttl_s, lambda: next_token(s, redis, job_id))
     if isinstance(claim, str):
+        # Reported so a harness sees the delivery taken up; then declined (the job is
+        # another worker's under a live lease, or finished).
+        failpoint("after_claim", job_id, 0)
         log(s, f"{job_id}: delivery declined: {claim}")
         return f"declined: {claim}"
     log(s, f"{job_id}: claimed, attempt {claim.attempt}, token {claim.token}")
