@@ -142,6 +142,8 @@ def serve(
             hints = parse_hints(tool_hints)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--tool-hints") from None
+    if (kind == "http") != (routes is not None):
+        raise click.UsageError("--routes goes with --kind http, and --kind http needs --routes")
     if secret_stdin and no_secret:
         raise click.UsageError("--secret-stdin and --no-secret contradict each other; pick one")
     announce: dict[str, str] = {}
@@ -192,6 +194,14 @@ def _routes(raw: str | None) -> dict[str, Any] | None:
         table = json.loads(raw)
     except ValueError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--routes") from None
-    if not isinstance(table, dict) or not isinstance(table.get("create"), dict):
-        raise click.BadParameter("expected a table with create", param_hint="--routes")
-    return table
+    from fake_providers.personas.declared import Declared
+
+    try:
+        Declared(table)
+    except (AttributeError, KeyError, TypeError) as exc:
+        raise click.BadParameter(
+            f"not a route table (missing or wrong: {exc}); write it in crashpoint.toml and "
+            "let crashpoint start the provider",
+            param_hint="--routes",
+        ) from None
+    return dict(table)

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from fake_providers.app import ProviderApp, Reply, Request
+from fake_providers.cli import serve
 from fake_providers.faults import FaultBoard
 from fake_providers.models import Fault
 from fake_providers.personas.declared import declared_kind, render
@@ -151,3 +153,20 @@ def test_the_kind_follows_the_table() -> None:
     assert declared_kind(ROUTES) == "idempotent"
     assert declared_kind(keyless) == "plain"
     assert declared_kind({**keyless, "lookup": None}) == "unqueryable"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--kind", "http"], "--kind http needs --routes"),
+        (["--kind", "plain", "--routes", json.dumps(ROUTES)], "--routes goes with --kind http"),
+        (["--kind", "http", "--routes", "{"], "not JSON"),
+        (["--kind", "http", "--routes", '{"create": {}}'], "not a route table"),
+    ],
+)
+def test_provider_serve_refuses_a_kind_http_without_its_table(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    done = CliRunner().invoke(serve, [*args, "--state", str(tmp_path / "s.db")])
+    assert done.exit_code == 2, done.output
+    assert says in " ".join(done.output.split())
