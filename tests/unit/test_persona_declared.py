@@ -113,6 +113,23 @@ def test_a_lookup_by_path_parameter_matches_the_effect_id(tmp_path: Path) -> Non
         assert get(app, "/tickets").status == 404
 
 
+def test_a_keyless_table_is_plain_and_found_by_its_marker(tmp_path: Path) -> None:
+    routes = copy.deepcopy(ROUTES)
+    routes["create"] |= {"key": None, "marker": {"in": "header", "name": "x-ticket-ref"}}
+    routes["lookup"] |= {"by": {"in": "query", "name": "ref"}, "match": "marker"}
+    with make(tmp_path, routes) as app:
+        assert app.kind == "plain"
+        headers = {"content-type": "application/json", "x-ticket-ref": "t-1"}
+        doc = json.dumps({"meta": {"job_id": "j-1"}, "title": "x"}).encode()
+        first = app.handle(Request("POST", "/orders", headers, doc))
+        again = app.handle(Request("POST", "/orders", headers, doc))
+        # No key: a second create is a second effect, as at the real service.
+        assert json.loads(first.body)["id"] != json.loads(again.body)["id"]
+        assert [e["client_marker"] for e in app.store.effects()] == ["t-1", "t-1"]
+        assert json.loads(get(app, "/orders?ref=t-1").body) == json.loads(first.body)
+        assert get(app, "/orders?ref=t-2").status == 404
+
+
 def test_a_create_without_its_key_or_job_is_refused(app: ProviderApp) -> None:
     headers = {"content-type": "application/json"}
     no_key = {"meta": {"job_id": "j-1"}}
