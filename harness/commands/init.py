@@ -219,7 +219,7 @@ def _routes_note(kind: str, prefix: str) -> str:
         return ""
     body = """'{"id": "{effect.id}", "external_ref": "{effect.key}"}'"""
     return (
-        "\n# Its routes (docs/providers.md, \"http\"): the create and where its key and the"
+        '\n# Its routes (docs/providers.md, "http"): the create and where its key and the'
         f"\n# job's id ride, then the lookup.\n[{prefix}providers.routes.create]"
         '\npath = "/orders"\nkey = "body:$.meta.request_id"\njob = "body:$.meta.job_id"'
         f"\nbody = {body}\n\n[{prefix}providers.routes.lookup]"
