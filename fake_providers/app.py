@@ -77,9 +77,11 @@ class ProviderApp:
         transport: str = "http",
         tool_hints: Mapping[str, bool] | None = None,
         server: tuple[str, int] = ("127.0.0.1", 0),
+        routes: Mapping[str, Any] | None = None,
     ) -> None:
-        #: The wire format in front of the kind, when ``kind`` names a persona (stripe, ...).
-        self.persona: Persona | None = persona_for(kind)
+        #: The wire format in front of the kind, when ``kind`` names a persona (stripe, ...);
+        #: ``routes`` is the table of a declared one (``http``).
+        self.persona: Persona | None = persona_for(kind, routes)
         if self.persona is not None:
             kind = self.persona.kind
         if kind not in KINDS:

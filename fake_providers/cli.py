@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -36,7 +38,7 @@ from harness.contract.vocabulary import PERSONA_KINDS
     required=True,
     help="SQLite file holding the effect log; reused on restart.",
 )
-@click.option("--name", default=None, help="Provider name in arrivals and effects [default: kind].")
+@click.option("--name", default=None, help="Its name in arrivals and effects [default: kind].")
 @click.option(
     "--key-ttl-s",
     type=click.FloatRange(min=0, min_open=True),
@@ -68,6 +70,12 @@ from harness.contract.vocabulary import PERSONA_KINDS
     "--tool-hints",
     default=None,
     help="Override the write tool's MCP annotations, as JSON: '{\"idempotentHint\": true}'.",
+)
+@click.option(
+    "--routes",
+    default=None,
+    metavar="JSON",
+    help="Kind http: its route table, as read from crashpoint.toml.",
 )
 @click.option(
     "--exit-on-stdin-eof",
@@ -105,6 +113,7 @@ def serve(
     hold_max_s: float,
     transport: str,
     tool_hints: str | None,
+    routes: str | None,
     exit_on_stdin_eof: bool,
     new_port_on_wipe: bool,
     no_peer_pid: bool,
@@ -133,6 +142,8 @@ def serve(
             hints = parse_hints(tool_hints)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--tool-hints") from None
+    if (kind == "http") != (routes is not None):
+        raise click.UsageError("--routes goes with --kind http, and --kind http needs --routes")
     if secret_stdin and no_secret:
         raise click.UsageError("--secret-stdin and --no-secret contradict each other; pick one")
     announce: dict[str, str] = {}
@@ -160,6 +171,7 @@ def serve(
             transport=transport,
             tool_hints=hints,
             new_port_on_wipe=new_port_on_wipe,
+            routes=_routes(routes),
         )
     except (OSError, sqlite3.Error) as exc:
         raise click.ClickException(
@@ -172,3 +184,24 @@ def serve(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _routes(raw: str | None) -> dict[str, Any] | None:
+    """``--routes`` as a JSON object (checked when crashpoint.toml was read)."""
+    if raw is None:
+        return None
+    try:
+        table = json.loads(raw)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--routes") from None
+    from fake_providers.personas.declared import Declared
+
+    try:
+        Declared(table)
+    except (AttributeError, KeyError, TypeError) as exc:
+        raise click.BadParameter(
+            f"not a route table (missing or wrong: {exc}); write it in crashpoint.toml and "
+            "let crashpoint start the provider",
+            param_hint="--routes",
+        ) from None
+    return dict(table)

@@ -147,6 +147,7 @@ def _serve(settings: dict[str, Any]) -> None:
         transport=settings["transport"],
         tool_hints=settings.get("tool_hints"),
         new_port_on_wipe=bool(settings["new_port_on_wipe"]),
+        routes=settings.get("routes"),
     )
     serve_forever(server, exit_on_stdin_eof=True)
 

@@ -24,11 +24,12 @@ from typing import IO, Any, Protocol
 from fake_providers.client import ProviderClient
 from fake_providers.forked import ForkServer, ForkServerError
 from fake_providers.models import KINDS
+from fake_providers.personas.declared import declared_kind
 from fake_providers.seal import make_secret
 from fake_providers.tools import TRANSPORTS
 from harness.contract.env import provider_env_var
 from harness.contract.errors import ProviderError
-from harness.contract.vocabulary import PERSONA_KINDS
+from harness.contract.vocabulary import DECLARED, PERSONA_KINDS
 
 _live: set[ProviderProcess] = set()
 #: How long an MCP provider may take to be ready: it loads the SDK first (LOAD_TIMEOUT_S).
@@ -75,11 +76,14 @@ class ProviderProcess:
         new_port_on_wipe: bool = False,
         forks: ForkServer | None = None,
         persona: str | None = None,
+        routes: Mapping[str, Any] | None = None,
     ) -> None:
         #: The kind (idempotent, plain, unqueryable), a persona's too: what the harness
         #: decides by. ``persona`` is the real API it speaks over it (stripe), or None.
         self.kind = kind
         self.persona = persona
+        #: A declared persona's route table (``http``), as JSON; None for any other.
+        self.routes = dict(routes) if routes else None
         #: "http", or "mcp": the kind's tools are served at ``url + "/mcp"`` too.
         self.transport = transport
         self.tool_hints = dict(tool_hints) if tool_hints else None
@@ -207,6 +211,7 @@ class ProviderProcess:
             "tool_hints": self.tool_hints,
             "peer_pids": self._peer_pids,
             "new_port_on_wipe": self._new_port_on_wipe,
+            "routes": self.routes,
         }
 
     def _argv(self) -> list[str]:
@@ -237,6 +242,8 @@ class ProviderProcess:
             argv.append("--no-peer-pid")
         if self._new_port_on_wipe:
             argv.append("--new-port-on-wipe")
+        if self.routes:
+            argv += ["--routes", json.dumps(self.routes)]
         return argv
 
     def _launch(self) -> Spawned:
@@ -347,6 +354,7 @@ def start_provider(
     new_port_on_wipe: bool = False,
     forks: ForkServer | None = None,
     persona: str | None = None,
+    routes: Mapping[str, Any] | None = None,
 ) -> ProviderProcess:
     """Start a ``kind`` provider on loopback; returns once it answers.
 
@@ -364,11 +372,16 @@ def start_provider(
     ``kind`` may name a persona (``"stripe"``), or ``persona`` may name one over its
     ``kind`` (``"idempotent", persona="stripe"``): either way the process speaks the
     persona, and its ``kind`` is the persona's kind, which is what the harness decides by.
+    A declared API (``"http"``) is started with its ``routes``, whose table gives its kind.
     """
     if kind not in KINDS and kind not in PERSONA_KINDS:
         known = ", ".join((*KINDS, *PERSONA_KINDS))
         raise ProviderError(f"provider kind={kind!r} is unknown; use one of {known}")
-    if kind in PERSONA_KINDS:
+    if DECLARED in (kind, persona):
+        if routes is None:
+            raise ProviderError('a provider of kind "http" needs its routes')
+        kind, persona = declared_kind(routes), DECLARED
+    elif kind in PERSONA_KINDS:
         if persona not in (None, kind):
             raise ProviderError(f"provider kind={kind!r} is a persona; persona={persona!r} too")
         kind, persona = PERSONA_KINDS[kind], kind
@@ -402,6 +415,7 @@ def start_provider(
         new_port_on_wipe=new_port_on_wipe,
         forks=forks,
         persona=persona,
+        routes=routes,
     )
     return p
 

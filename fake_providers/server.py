@@ -316,6 +316,7 @@ def build(
     transport: str = "http",
     tool_hints: Mapping[str, bool] | None = None,
     new_port_on_wipe: bool = False,
+    routes: Mapping[str, Any] | None = None,
 ) -> ProviderServer:
     if not is_loopback(host):
         raise ValueError(f"host={host!r} is not loopback; providers bind 127.0.0.1 only")
@@ -329,6 +330,7 @@ def build(
         transport=transport,
         tool_hints=tool_hints,
         server=(host, port),
+        routes=routes,
     )
     server = ProviderServer(
         (host, port), app, peer_pids=peer_pids, new_port_on_wipe=new_port_on_wipe

@@ -8,9 +8,11 @@ persona starts, so a plain provider's start-up pays for none of them.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from typing import Any
 
 from fake_providers.personas.base import Created, Handler, Host, Parsed, Persona
-from harness.contract.vocabulary import PERSONA_KINDS
+from harness.contract.vocabulary import DECLARED, PERSONA_KINDS
 
 #: Persona names, each the name of its module here.
 PERSONAS = tuple(PERSONA_KINDS)
@@ -21,10 +23,17 @@ def persona_kind(name: str) -> str | None:
     return PERSONA_KINDS.get(name)
 
 
-def persona_for(name: str) -> Persona | None:
-    """The persona ``name`` names (its module imported now), or None for a plain kind."""
+def persona_for(name: str, routes: Mapping[str, Any] | None = None) -> Persona | None:
+    """The persona ``name`` names (its module imported now), or None for a plain kind.
+    ``http`` is the declared API of ``routes``, whose kind its table gives."""
     if name not in PERSONA_KINDS:
         return None
+    if name == DECLARED:
+        if routes is None:
+            raise ValueError('a provider of kind "http" needs its route table (--routes)')
+        from fake_providers.personas.declared import Declared
+
+        return Declared(routes)
     module = importlib.import_module(f"fake_providers.personas.{name}")
     persona: Persona = module.PERSONA
     if persona.kind != PERSONA_KINDS[name]:

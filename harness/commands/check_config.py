@@ -49,6 +49,7 @@ from harness.targets.config import (
     find_config,
     load_config,
 )
+from harness.targets.config_routes import describe
 from harness.targets.personas import write_hint
 
 JOB = "j-0001"
@@ -304,7 +305,8 @@ def _persona_lines(seen: Seen, p: ProviderDecl) -> list[Line]:
     calls = list(
         dict.fromkeys(f"{a.method} {a.path.split('?', 1)[0]} ({a.kind})" for a in arrivals)
     )
-    lines = []
+    table = p.route_table
+    lines = [Line(OK, f"routes of {p.name}: {line}") for line in describe(table or {})]
     if calls:
         lines.append(Line(OK, f"{p.persona}: {', '.join(calls)}"))
     served = {(a.method, a.path.split("?", 1)[0]) for a in arrivals}
@@ -315,7 +317,15 @@ def _persona_lines(seen: Seen, p: ProviderDecl) -> list[Line]:
             if t.status in (404, 405) and (t.method, t.path) not in served
         )
     )
-    if unserved:
+    if unserved and table is not None:
+        lines.append(
+            Line(
+                FAIL,
+                f"the worker sent {unserved[0]}, which matches no declared route (404)",
+                f"declare it in [providers.routes] of {p.name}, or fix the client's path",
+            )
+        )
+    elif unserved:
         lines.append(
             Line(
                 FAIL,

@@ -39,7 +39,7 @@ from harness.commands.init_plan import (
 )
 from harness.contract import env
 from harness.contract.errors import ConfigError
-from harness.contract.vocabulary import PERSONA_KINDS, PROVIDER_KINDS
+from harness.contract.vocabulary import DECLARED, PERSONA_KINDS, PROVIDER_KINDS
 from harness.targets.config import CONFIG_FILE, PYPROJECT
 from harness.targets.personas import GUIDES, base_url_line, sdk_env
 
@@ -60,7 +60,8 @@ def render(p: Plan, *, prefix: str = "") -> str:
         url_var=env.provider_env_var(p.provider),
         env_block=_env_block(p),
         kind=_toml(first_kind),
-        persona_note=_persona_note(p.lang, p.provider, first_kind),
+        persona_note=_persona_note(p.lang, p.provider, first_kind)
+        + _routes_note(first_kind, prefix),
         more_providers="".join(
             _provider_block(p.lang, name, kind, prefix) for name, kind in p.providers[1:]
         ),
@@ -75,7 +76,10 @@ def _persona_note(lang: str, name: str, kind: str) -> str:
     var = env.provider_env_var(name)
     line = base_url_line(kind, lang, var)
     guide = GUIDES[kind]
-    out = [f"# The {kind} persona ({PERSONA_KINDS[kind]} underneath): {guide.write}, the job's"]
+    under = f"{PERSONA_KINDS[kind]} underneath"
+    if kind == DECLARED:
+        under = "its kind follows its routes"
+    out = [f"# The {kind} persona ({under}): {guide.write}, the job's"]
     out.append(f"# id in {guide.job_id}.")
     if line is not None:
         out += ["# Point the SDK at it:", f"#   {line}"]
@@ -103,6 +107,21 @@ def _provider_block(lang: str, name: str, kind: str, prefix: str) -> str:
         f"\n\n[[{prefix}providers]]\n# {what}; the worker reads its URL from "
         f"{env.provider_env_var(name)}.\nname = {_toml(name)}\nkind = {_toml(kind)}"
         + _persona_note(lang, name, kind)
+        + _routes_note(kind, prefix)
+    )
+
+
+def _routes_note(kind: str, prefix: str) -> str:
+    """A declared API's route table, to edit into the service's own (kind = "http")."""
+    if kind != DECLARED:
+        return ""
+    body = """'{"id": "{effect.id}", "external_ref": "{effect.key}"}'"""
+    return (
+        '\n# Its routes (docs/providers.md, "http"): the create and where its key and the'
+        f"\n# job's id ride, then the lookup.\n[{prefix}providers.routes.create]"
+        '\npath = "/orders"\nkey = "body:$.meta.request_id"\njob = "body:$.meta.job_id"'
+        f"\nbody = {body}\n\n[{prefix}providers.routes.lookup]"
+        f'\npath = "/orders"\nby = "query:external_ref"\nbody = {body}'
     )
 
 

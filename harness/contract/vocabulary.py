@@ -49,7 +49,12 @@ PERSONA_KINDS = {
     "openai": "plain",
     # Plain SMTP on a port of its own (aiosmtpd): no key, no lookup.
     "smtp": "unqueryable",
+    # An in-house API declared by its routes: idempotent with a key; without one, plain
+    # if it has a lookup, else unqueryable (fake_providers/personas/declared.py).
+    "http": "idempotent",
 }
+#: The persona whose wire is declared in crashpoint.toml rather than written.
+DECLARED = "http"
 
 
 class Verdict(StrEnum):

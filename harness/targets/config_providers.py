@@ -4,18 +4,21 @@
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fake_providers.personas.declared import declared_kind
 from fake_providers.tools import HINTS as TOOL_HINTS
 from fake_providers.tools import TRANSPORTS
 from harness.contract.env import provider_env_name, provider_env_var
 from harness.contract.vocabulary import PERSONA_KINDS, PROVIDER_KINDS
-from harness.targets.config_reader import ENV_NAME, TableReader, shown, toml_type
+from harness.targets.config_reader import ENV_NAME, shown, toml_type
+from harness.targets.config_routes import RouteSchema
 from harness.targets.personas import sdk_base_url
 
-PROVIDER_KEYS = ("name", "kind", "transport", "tool_hints", "env")
+PROVIDER_KEYS = ("name", "kind", "transport", "tool_hints", "env", "routes")
 #: What ``kind`` may name: a kind, or a persona over one.
 KIND_NAMES = (*PROVIDER_KINDS, *PERSONA_KINDS)
 
@@ -34,6 +37,12 @@ class ProviderDecl:
     persona: str | None = None
     #: A further variable the worker gets the SDK's base URL in (``STRIPE_API_BASE``).
     env: str | None = None
+    #: A declared API's route table (``kind = "http"``) as JSON text; None for any other.
+    routes: str | None = None
+
+    @property
+    def route_table(self) -> dict[str, Any] | None:
+        return json.loads(self.routes) if self.routes else None
 
     @property
     def wire(self) -> str:
@@ -43,6 +52,8 @@ class ProviderDecl:
     def start_options(self) -> dict[str, Any]:
         """What ``start_provider`` needs besides kind and name to start this one."""
         options: dict[str, Any] = {"persona": self.persona} if self.persona else {}
+        if self.routes:
+            options["routes"] = self.route_table
         if self.transport != "http":
             options |= {"transport": self.transport, "tool_hints": dict(self.tool_hints) or None}
         return options
@@ -52,7 +63,7 @@ class ProviderDecl:
         return {self.env: sdk_base_url(self.persona, url)} if self.env else {}
 
 
-class ProviderSchema(TableReader):
+class ProviderSchema(RouteSchema):
     """The ``[[providers]]`` part of the schema."""
 
     def providers(self, providers: object) -> tuple[ProviderDecl, ...]:
@@ -121,14 +132,16 @@ class ProviderSchema(TableReader):
                     f'drop transport, or use kind = "{PERSONA_KINDS[persona]}" for an MCP tool',
                 )
             alias = self.url_env(entry, where, decls)
+            routes = self.routes(entry, where, kind)
             decls.append(
                 ProviderDecl(
                     name,
-                    PERSONA_KINDS.get(kind, kind),
+                    declared_kind(routes) if routes else PERSONA_KINDS.get(kind, kind),
                     transport,
                     self.tool_hints(entry, where, transport),
                     persona=persona,
                     env=alias,
+                    routes=json.dumps(routes, sort_keys=True) if routes else None,
                 )
             )
         return tuple(decls)

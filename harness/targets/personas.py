@@ -86,6 +86,13 @@ GUIDES: dict[str, PersonaGuide] = {
         python='u = urlsplit(os.environ["{var}"]); smtplib.SMTP(u.hostname, u.port, timeout=10)',
         node="nodemailer.createTransport(process.env.{var})  // smtp://127.0.0.1:PORT",
     ),
+    "http": PersonaGuide(
+        suffix="",
+        write="its routes.create",
+        job_id="routes.create.job, the key in routes.create.key",
+        python='base = os.environ["{var}"]  # httpx.post(base + "/orders", json=...)',
+        node="const base = process.env.{var}; // fetch(base + '/orders', ...)",
+    ),
 }
 assert set(GUIDES) == set(PERSONA_KINDS), "every persona needs a guide"
 

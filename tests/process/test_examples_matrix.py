@@ -16,6 +16,7 @@ from clikit import MATRIX_JOBS, ROOT, leftovers, results, run
 from test_examples_standalone import (
     AGENT_SDK,
     BULLMQ,
+    INHOUSE,
     MCP,
     NODE,
     NODE_SDK,
@@ -103,6 +104,14 @@ BUGGY = [
         SMTP_NODE,
         "crashpoint-buggy-resend-after-drop.toml",
         "ambiguous_timeout",
+        "no_duplicate_effect",
+    ),
+    # The in-house client mints a new request id per attempt: the service dedupes on it,
+    # so a retry after a crash is a second order.
+    (
+        INHOUSE,
+        "crashpoint-buggy-fresh-key.toml",
+        "crash_after_external_success",
         "no_duplicate_effect",
     ),
 ]
@@ -213,6 +222,8 @@ def test_the_mcp_agent_holds_the_whole_matrix(
         ),
         # nodemailer speaks SMTP: every message is an arrival at DATA.
         pytest.param(SMTP_NODE, {"mailer"}, set(), "DATA", id=SMTP_NODE.name),
+        # The in-house orders client, unchanged, against its declared routes.
+        pytest.param(INHOUSE, {"orders"}, set(), "/orders", id=INHOUSE.name),
     ],
 )
 def test_the_sdk_examples_hold_the_whole_matrix(

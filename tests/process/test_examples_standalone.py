@@ -69,6 +69,9 @@ AGENT_SDK = Example("agent-sdk", True, True, needs=("sdks",))
 NODE_SDK = Example("node-sdk-worker", False, False, needs=("node", "npm"))
 #: Plain SMTP through nodemailer, to an smtp provider (not in ALL: it speaks SMTP).
 SMTP_NODE = Example("smtp-node-worker", False, False, needs=("node", "npm"))
+#: An in-house orders API declared by its routes (kind = "http"); not in ALL: its wire is
+#: the declared one, not the kinds' (test_declared_http runs it).
+INHOUSE = Example("inhouse-api", True, True, needs=("redis", "rq"))
 
 
 def require(config: pytest.Config, example: Example) -> None:

@@ -1,0 +1,44 @@
+"""The failpoint protocol, client side: one JSON line out, one line back, per boundary.
+
+With ``CRASHPOINT_FAILPOINTS`` naming a UNIX socket, each boundary writes
+``{"point", "job", "attempt", "pid", "worker", "provider"}`` and blocks until the harness
+answers (``{"action": "continue"}``); meanwhile it may kill or stop this process, so the
+signal lands exactly there. Unset, a failpoint returns at once. If the harness goes away
+the worker carries on as if failpoints were off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+_path = os.environ.get("CRASHPOINT_FAILPOINTS") or ""
+_worker = os.environ.get("CRASHPOINT_WORKER_ID") or ""
+_sock: socket.socket | None = None
+_buf = b""
+
+
+def failpoint(point: str, job: str, attempt: int, provider: str | None = None) -> None:
+    global _sock, _path, _buf
+    if not _path:
+        return
+    line: dict[str, object] = {"point": point, "job": job, "attempt": attempt}
+    line.update(pid=os.getpid(), worker=_worker)
+    if provider is not None:
+        line["provider"] = provider
+    try:
+        if _sock is None:
+            _sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            _sock.connect(_path)
+        _sock.sendall(json.dumps(line).encode() + b"\n")
+        while b"\n" not in _buf:
+            chunk = _sock.recv(4096)
+            if not chunk:
+                raise OSError("failpoint socket closed")
+            _buf += chunk
+        _, _buf = _buf.split(b"\n", 1)
+    except OSError:
+        if _sock is not None:
+            _sock.close()
+        _sock, _path = None, ""
