@@ -20,7 +20,7 @@ def test_the_new_release_reconciles_the_old_attempt_under_its_key(provider: str)
     assert (r.verdict, r.reached) == ("held", True), describe(r)
     (note,) = [e for e in events(r, "note") if "upgraded command" in e["fields"].get("text", "")]
     assert note["fields"]["worker"] == "w2"
-    assert effects(r) == 1 and len(writes(r)) == 1, describe(r)
+    assert (effects(r), len(writes(r))) == (1, 1), describe(r)
     # w2 asked the provider before writing anything, by the key (or marker) w1 sent.
     assert lookups(r), describe(r)
     # A job w2 started itself carries version 2's key.
