@@ -23,8 +23,9 @@ def test_the_new_release_reconciles_the_old_attempt_under_its_key(provider: str)
     assert (effects(r), len(writes(r))) == (1, 1), describe(r)
     # w2 asked the provider before writing anything, by the key (or marker) w1 sent.
     assert lookups(r), describe(r)
-    # A job w2 started itself carries version 2's key.
     if provider == "idempotent":
+        assert {x["fields"]["idempotency_key"] for x in lookups(r)} == {"effect-j-0001"}
+        # A job w2 started itself carries version 2's key.
         (other,) = writes(r, "j-0002")
         assert other["fields"]["idempotency_key"] == "v2-effect-j-0002"
 
