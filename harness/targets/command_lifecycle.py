@@ -67,3 +67,16 @@ class LifecycleCommands:
             fix="make it exit 0 once the job's cancellation is recorded",
         )
         return True
+
+
+def declared_note(config: CommandConfig) -> str | None:
+    """What check-config says of the declared commands (None: neither is declared)."""
+    said = [
+        f"target.{key} `{' '.join(argv)}` ({row} runs)"
+        for key, argv, row in (
+            ("upgraded_command", config.upgraded_command, "upgrade_during_recovery"),
+            ("cancel", config.cancel, "cancel_in_flight"),
+        )
+        if argv is not None
+    ]
+    return f"declared: {'; '.join(said)}" if said else None
