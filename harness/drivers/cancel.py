@@ -10,7 +10,9 @@ outcome, and whatever it does next (reconcile, retry) happens after the cancel.
 
 Judged by ``no_effect_after_cancel`` from the providers' ground truth: a write that
 reached a provider after the acknowledgement and made an effect is a violation. The
-held write may land (after commit it has): it started before the cancel.
+held write may land (after commit it has): it started before the cancel. A worker whose
+client gave up on the held write and wrote again before the cancel was acknowledged
+leaves the cell inconclusive: its retry came before the cancel, and proves nothing.
 """
 
 from __future__ import annotations
@@ -47,5 +49,13 @@ def cancel_in_flight(trial: Trial) -> frozenset[str]:
         asked_s=round(time.monotonic() - asked, 4),
         text=f"{job} cancelled while its write was held; the target acknowledged it",
     )
+    early = trial.writes(job)[1:]
     trial.release(fault_id, "drop")
+    if early:
+        # Its client gave up on the held write and it wrote again before the cancel: what
+        # follows the cancel is no retry of the write in flight, and proves nothing.
+        raise Inconclusive(
+            f"a second write of {job} reached the provider before the cancel was "
+            "acknowledged (its client gave up on the held write): the cancel came too late"
+        )
     return NONE

@@ -52,3 +52,16 @@ def test_a_cancel_looked_for_only_when_the_job_is_taken_is_caught(
         )
         # The write in flight landed before the cancel: no later write, nothing to catch.
         assert by_point[("cancel_after_commit", provider)]["verdict"] == "held"
+
+
+def test_a_cancel_acknowledged_after_a_second_write_is_inconclusive(
+    scratch: Path, tmp_path: Path
+) -> None:
+    # The worker's client gives up on the held write (0.6 s) before the cancel (1.5 s); at
+    # the plain provider its lookup cannot see an uncommitted write, so it writes again.
+    filters = (*CANCEL, "--point", "cancel_before_commit", "--provider", "mailer")
+    done = run_pyqueue("crashpoint-slow-cancel.toml", scratch, tmp_path / "out", *filters)
+    assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
+    (t,) = trials(tmp_path / "out")
+    assert t["verdict"] == "inconclusive", explain(t)
+    assert "before the cancel was acknowledged" in t["reason"]
