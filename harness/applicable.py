@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.drivers import child, driver_for, provider, restore
+from harness.drivers import cancel, child, driver_for, provider, restore, upgrade
 from harness.faketime_reach import out_of_reach
 from harness.plan import Cell
 
@@ -63,6 +63,10 @@ def why_not(command: CommandConfig | None, cell: Cell) -> str | None:
         return provider.NO_CAP
     if scenario.needs_pool and not command.pool:
         return child.NO_POOL
+    if scenario.name == "upgrade_during_recovery" and command.upgraded_command is None:
+        return upgrade.NO_UPGRADE
+    if scenario.name == "cancel_in_flight" and command.cancel is None:
+        return cancel.NO_CANCEL
     if scenario.name == "retry_backoff" and command.max_attempts == 1:
         return provider.NO_RETRY
     if driver_for(scenario.name, cell.point) is restore.state_store_restore:

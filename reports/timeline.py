@@ -73,6 +73,7 @@ KIND_GROUPS: dict[str, str] = {
     K.TOXIC_OFF: "fault",
     K.RESTORE: "fault",
     K.CONTROL_DENIED: "fault",
+    K.CANCEL: "fault",
     K.FAILPOINT: "failpoint",
     K.TOOLS: "provider",
     K.PLAN: "provider",

@@ -190,5 +190,21 @@ MUTANTS: dict[str, Mutant] = {
             "child_killed",
             "nothing_lost",
         ),
+        Mutant(
+            "upgrade_forgets_old_attempts",
+            "version 2 of the worker recognises only attempts recorded in its own key "
+            "format: version 1's unknown attempt looks like none, and the job is written "
+            "again under a version 2 key",
+            "upgrade_during_recovery",
+            "no_duplicate_effect",
+        ),
+        Mutant(
+            "cancel_checked_only_at_first_claim",
+            "asks whether the job was cancelled once, when it is first claimed, never "
+            "before a retry: a cancel that came while the first attempt was in flight "
+            "does not stop the retry's effect",
+            "cancel_in_flight",
+            "no_effect_after_cancel",
+        ),
     )
 }

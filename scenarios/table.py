@@ -311,6 +311,32 @@ SCENARIOS += (
     ),
 )
 
+#: The worker's life changed under the job (issue 34): its code upgraded between the
+#: crash and the recovery, or the job cancelled while its effect was in flight.
+SCENARIOS += (
+    Scenario(
+        "upgrade_during_recovery",
+        "kill at after_external_call; the recovering workers start from the target's "
+        "upgraded command",
+        "unknown",
+        "the new code reconciles the old attempt under the key it was sent with",
+        points=("after_external_call",),
+        signals=("SIGKILL",),
+        unknown_write=True,
+    ),
+    Scenario(
+        "cancel_in_flight",
+        "the provider holds the job's write (before or after commit) while the job is "
+        "cancelled through the target; then the write is dropped and retries go on",
+        "cancelled; at most the in-flight effect",
+        "check the cancel before each effect; the in-flight one may land, no later one",
+        points=("cancel_before_commit", "cancel_after_commit"),
+        # At an unqueryable provider the dropped write goes to needs_review before any
+        # retry, cancelled or not: there is no retry to stop.
+        providers=("idempotent", "plain"),
+    ),
+)
+
 BY_NAME = {s.name: s for s in SCENARIOS}
 
 

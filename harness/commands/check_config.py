@@ -42,6 +42,7 @@ from harness.contract.env import (
 )
 from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import ExitCode
+from harness.targets.command_lifecycle import declared_note
 from harness.targets.config import (
     CommandConfig,
     JobStatus,
@@ -162,6 +163,8 @@ def static_lines(config: CommandConfig) -> list[Line]:
             for p in config.providers
         )
         lines.append(Line(OK, f"configuration is valid: providers {names}"))
+        declared = declared_note(config)
+        lines += [Line(OK, declared)] if declared is not None else []
     return lines
 
 
@@ -516,7 +519,8 @@ def _until(deadline: float) -> Iterator[None]:
 
 def _argvs(config: CommandConfig) -> list[tuple[str, tuple[str, ...]]]:
     out = [("command", config.command), ("enqueue", config.enqueue)]
-    return out + ([("status", config.status)] if config.status is not None else [])
+    more = ("status", config.status), ("upgraded_command", config.upgraded_command)
+    return out + [(k, a) for k, a in (*more, ("cancel", config.cancel)) if a is not None]
 
 
 def _program(config: CommandConfig, program: str) -> str | None:

@@ -28,6 +28,8 @@ INVARIANTS = (
     "identity_bound",
     # Added since: a declared least backoff between a refused write and its retry.
     "min_backoff",
+    # Added since: no attempt that starts after a job's cancel was acknowledged makes an effect.
+    "no_effect_after_cancel",
 )
 
 #: Invariants that speak of the end state; they need quiescence to be decided.
@@ -126,4 +128,7 @@ class EventKind(StrEnum):
     TOOLS = "tools"
     #: A model persona answered (or refused) a request for a job's plan: no effect.
     PLAN = "plan"
+    #: The harness cancelled a job through the target (its ``cancel`` command, or the
+    #: reference's ledger) and the target acknowledged it, at this moment.
+    CANCEL = "cancel"
     NOTE = "note"

@@ -17,12 +17,15 @@ only safe end is needs_review. Quiescence and the oracle are the trial's busines
     steps     multi-step jobs, lost acknowledgements, forgotten keys
     child     one pool child inside a failpoint killed, its parent left running
     storm     three copies of one attempt: two stale, woken while the third owns the job
+    upgrade   the recovering workers run the target's next release
+    cancel    a job cancelled while its write is held at the provider
     registry  the table below: scenario (and point) -> driver
 """
 
 from __future__ import annotations
 
 from harness.drivers import (
+    cancel,
     child,
     clock,
     delivery,
@@ -34,6 +37,7 @@ from harness.drivers import (
     restore,
     steps,
     storm,
+    upgrade,
 )
 from harness.drivers.registry import DriverRegistry, NoDriver
 from harness.trial import Driver
@@ -76,6 +80,8 @@ DRIVERS.register("identity_lost_on_recovery", identity.identity_lost_on_recovery
 DRIVERS.register("retry_backoff", provider.refused_repeatedly)
 DRIVERS.register("redelivery_storm", storm.redelivery_storm)
 DRIVERS.register("child_killed", child.child_killed)
+DRIVERS.register("upgrade_during_recovery", upgrade.upgrade_during_recovery)
+DRIVERS.register("cancel_in_flight", cancel.cancel_in_flight)
 
 
 def driver_for(scenario: str, point: str) -> Driver:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.contract.vocabulary import LIVENESS
-from harness.oracle import backoff
+from harness.oracle import backoff, cancel
 from harness.oracle.evidence import Violation
 from harness.oracle.facts import Record, TrialFacts
 from harness.oracle.fencing import fenced_writes
@@ -51,6 +51,7 @@ CHECKS: dict[str, Invariant] = {
     "fenced_writes": fenced_writes,
     "bounded_retries": bounded_retries,
     backoff.NAME: backoff.min_backoff,
+    cancel.NAME: cancel.no_effect_after_cancel,
     "ambiguity_goes_to_review": ambiguity_goes_to_review,
     "resumes_at_missing_step": resumes_at_missing_step,
     "identity_bound": identity_bound,

@@ -114,6 +114,16 @@ class TargetAdapter(Protocol):
 
     def worker_argv(self) -> Sequence[str]: ...
 
+    def upgraded_argv(self) -> Sequence[str] | None:
+        """The command of the worker's next release, which recovers what this one left
+        (``[target] upgraded_command``); None: the target declares none."""
+        ...
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel ``job_id`` through the target (``[target] cancel``), returning once the
+        target acknowledged it; False: the target declares no way to cancel."""
+        ...
+
     def worker_env(
         self,
         worker_id: str,

@@ -45,6 +45,8 @@ from harness.observe import ProviderLog
 from harness.oracle import JobFinal
 from harness.targets.base import Redelivery, quiet_window_s
 from harness.targets.bounded import Overran, run_bounded
+from harness.targets.bounded import stderr_tail as stderr_tail
+from harness.targets.command_lifecycle import LifecycleCommands
 from harness.targets.config import (
     CommandConfig,
     JobStatus,
@@ -140,7 +142,7 @@ class _Activity:
         return any_new
 
 
-class CommandAdapter:
+class CommandAdapter(LifecycleCommands):
     """A :class:`~harness.targets.base.TargetAdapter` for a worker described by a config."""
 
     #: A second delivery is the same job enqueued again into the same target.
@@ -466,19 +468,3 @@ class CommandAdapter:
 
     def close(self) -> None:
         return None
-
-
-#: How much of a failing command's stderr its one-line error carries.
-STDERR_TAIL_LINES = 3
-STDERR_TAIL_CHARS = 400
-
-
-def stderr_tail(stderr: bytes) -> str:
-    """`` (stderr: ...)`` with the last non-empty lines joined by `` | ``, on one line."""
-    lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines() if ln.strip()]
-    if not lines:
-        return " (nothing on stderr)"
-    tail = " | ".join(lines[-STDERR_TAIL_LINES:])
-    if len(tail) > STDERR_TAIL_CHARS:
-        tail = "..." + tail[-STDERR_TAIL_CHARS:]
-    return f" (stderr, last lines: {tail})"

@@ -14,6 +14,8 @@ max_attempts = 6                      # optional: the worker's own retry cap
 min_backoff_s = 0.1                   # optional: least wait after a refused write
 visibility_s = 30.0                   # optional: the queue's redelivery window, if not the lease
 pool = true                           # optional: each worker forks children that run the jobs
+upgraded_command = ["node", "worker.js", "--v2"]   # optional: the next release's worker
+cancel = ["node", "cancel.js", "{job_id}"]    # optional: cancels a job, exit 0 once recorded
 status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
 sensitive_fields = ["customer_email"]  # optional: body fields holding secrets or personal data
 [target.ledger]                       # optional
@@ -101,6 +103,8 @@ TARGET_KEYS = (
     "min_backoff_s",
     "visibility_s",
     "pool",
+    "upgraded_command",
+    "cancel",
 )
 LEDGER_KEYS = ("dsn",)
 #: The only names a template may use; the harness fills them per job.
@@ -148,6 +152,10 @@ class CommandConfig:
     visibility_s: float | None = None
     #: Each worker is a pool's parent whose children run the jobs (child_killed runs).
     pool: bool = False
+    #: The worker's next release, which recovers what this one left (upgrade_during_recovery).
+    upgraded_command: tuple[str, ...] | None = None
+    #: Cancels a job (a per-job template); None: the target's jobs cannot be cancelled.
+    cancel: tuple[str, ...] | None = None
 
     @property
     def base_dir(self) -> Path:

@@ -22,6 +22,8 @@ EXAMPLES = {
     "poll_s": "0.5",
     "min_backoff_s": "0.1",
     "visibility_s": "30.0",
+    "upgraded_command": '["node", "worker.js", "--v2"]',
+    "cancel": '["node", "cancel.js", "{job_id}"]',
     "enqueue": '["node", "enqueue.js", "{job_id}", "{payload_file}"]',
     "max_attempts": "3",
     "status": '["node", "status.js", "{job_id}"]',

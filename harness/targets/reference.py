@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -118,6 +119,15 @@ class ReferenceAdapter:
 
     def worker_argv(self) -> list[str]:
         return self.target.worker_argv()
+
+    def upgraded_argv(self) -> list[str]:
+        """Its next release is its version 2 (scenarios/worker/upgrade.py)."""
+        return [*self.target.worker_argv(), "--version", "2"]
+
+    def cancel(self, job_id: str) -> bool:
+        """A cancel request in its ledger, which its workers read before each effect."""
+        self.target.ledger.request_cancel(job_id, now=time.monotonic())
+        return True
 
     def worker_env(
         self,

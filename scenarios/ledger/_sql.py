@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from harness.contract.errors import LedgerError
+from scenarios.ledger._cancel import CANCEL_DDL, CancelStatements
 from scenarios.ledger._outbox import OUTBOX_DDL, OutboxSql
 from scenarios.ledger._steps import StepStatements
 from scenarios.ledger.base import (
@@ -120,6 +121,8 @@ CREATE TABLE IF NOT EXISTS reconciles (
 # The outbox's table is created with the rest: its rows are written in the job's own
 # transactions (scenarios/ledger/_outbox.py).
 DDL += OUTBOX_DDL
+# Cancel requests outlive a restore as they outlive a crash: they are not job state.
+DDL += CANCEL_DDL
 
 _CLAIMABLE = """
 SELECT job_id, provider, body, attempts, token, execution_state, side_effect_state,
@@ -177,7 +180,7 @@ class Tx(Protocol):
     def __call__(self, sql: str, params: Sequence[Any] = (), /) -> Cursor: ...
 
 
-class SqlLedger(OutboxSql, StepStatements):
+class SqlLedger(OutboxSql, StepStatements, CancelStatements):
     """The store-independent half of a ledger; subclasses open the connection."""
 
     #: Appended to the claim query: PostgreSQL skips rows other claimers hold.

@@ -199,6 +199,12 @@ class LedgerStore(Protocol):
     def record_reconcile(self, c: Claimed, outcome: str, *, now: float, next_at: float) -> None:
         """Audit one reconcile lookup and note the next try in the reconcile queue."""
 
+    def request_cancel(self, job_id: str, *, now: float) -> bool:
+        """Record a request to cancel ``job_id``; False when one was already recorded."""
+
+    def cancel_requested(self, job_id: str) -> bool:
+        """Someone asked to cancel ``job_id``: no attempt may make its effect now."""
+
     def mark_recovery(self, *, now: float) -> int:
         """Put every unfinished job on the reconcile queue (after a state-store restore)."""
 

@@ -20,6 +20,7 @@ from scenarios.worker.calls import Lookup, ProviderCalls, WriteResult
 from scenarios.worker.config import ProviderSpec, WorkerConfig
 from scenarios.worker.lease import LeaseKeeper
 from scenarios.worker.reconcile import reconcile
+from scenarios.worker.upgrade import recorded_by_older, v2_key
 
 #: Call out only with at least this share of the TTL left: a lease that lapses mid-call
 #: lets another worker reconcile while our request may still land.
@@ -102,6 +103,12 @@ class Attempt:
             self.ledger.acknowledge(c, now=time.monotonic())
         in_progress = c.side_effect_state in ("submitted", "ambiguous")
         unresolved = c.needs_reconcile or in_progress
+        if self.forgets_older_attempt():
+            # MUTANT upgrade_forgets_old_attempts: version 1's attempt is taken for none.
+            in_progress = unresolved = False
+        if self.bug("cancel_checked_only_at_first_claim") and c.attempt == 1 and self.cancelled():
+            # MUTANT cancel_checked_only_at_first_claim: asked once, when first claimed.
+            return
         for i, (step, provider) in enumerate(plan):
             # MUTANT restart_from_step_one: the steps already done are done again.
             if step in c.steps_done and not self.bug("restart_from_step_one"):
@@ -161,6 +168,8 @@ class Attempt:
                 # MUTANT step_key_per_attempt: the attempt number leaks into the step's key.
                 return f"{idempotency_key(c.job_id, self.step)}-a{c.attempt}"
             return idempotency_key(c.job_id, self.step)
+        if self.cfg.version > 1:
+            return v2_key(c, forget_older=self.bug("upgrade_forgets_old_attempts"))
         if self.bug("fresh_key_per_attempt"):
             # MUTANT fresh_key_per_attempt: the attempt number leaks into the key.
             return f"{idempotency_key(c.job_id)}-a{c.attempt}"
@@ -170,6 +179,8 @@ class Attempt:
         return idempotency_key(self.c.job_id)
 
     def write(self, spec: ProviderSpec) -> None:
+        if not self.bug("cancel_checked_only_at_first_claim") and self.cancelled():
+            return
         c, key = self.c, self.key()
         marker = None if spec.kind == "idempotent" else client_marker(c.job_id, self.step)
         persist_first = not self.bug("key_persisted_after_call")
@@ -201,6 +212,25 @@ class Attempt:
             # MUTANT key_persisted_after_call: the record of the call comes too late.
             self.ledger.mark_submitted(c, key=key, marker=marker, now=time.monotonic())
         self.settle(spec, sent)
+
+    def cancelled(self) -> bool:
+        """A cancel was requested for the job: this attempt makes no effect and the job
+        ends (dead-lettered, nothing sent). Asked before each effect, so a cancel that
+        came while an earlier attempt was in flight stops its retry."""
+        if not self.ledger.cancel_requested(self.c.job_id):
+            return False
+        self.log("cancelled", job=self.c.job_id, attempt=self.c.attempt)
+        self.result("failed", retry_at=None, reason="cancelled")
+        return True
+
+    def forgets_older_attempt(self) -> bool:
+        """MUTANT upgrade_forgets_old_attempts: version 2 sees only attempts recorded in
+        its own key format, so an older version's unknown attempt looks like none."""
+        return (
+            self.cfg.version > 1
+            and self.bug("upgrade_forgets_old_attempts")
+            and recorded_by_older(self.c)
+        )
 
     def lease_held(self) -> bool:
         """Renew on the attempt's own connection; refuse to call out on a stale lease."""

@@ -45,6 +45,9 @@ class WorkerConfig(NamedTuple):
     #: Pool mode: each claimed job's attempt runs in a child process the worker forks,
     #: as a prefork pool's parent dispatches to its children (``CRASHPOINT_POOL=1``).
     pool: bool = False
+    #: The version of the worker's code: 2 names its keys differently and recovers
+    #: version 1's attempts (``CRASHPOINT_WORKER_VERSION``, or ``--version 2``).
+    version: int = 1
 
     def provider(self, name: str) -> ProviderSpec | None:
         return self.providers.get(names.provider_env_name(name))
@@ -95,6 +98,7 @@ class WorkerConfig(NamedTuple):
             outbox=env.get("CRASHPOINT_OUTBOX", "") not in ("", "0"),
             role=_role(env),
             pool=env.get("CRASHPOINT_POOL", "") not in ("", "0"),
+            version=_version(env.get("CRASHPOINT_WORKER_VERSION") or "1"),
         )
 
 
@@ -119,3 +123,25 @@ def _role(env: Mapping[str, str]) -> str:
     if role not in ROLES:
         raise ConfigError(f"CRASHPOINT_ROLE={role!r} is unknown; use one of {', '.join(ROLES)}")
     return role
+
+
+#: The versions of the reference worker's code.
+VERSIONS = ("1", "2")
+
+
+def _version(raw: str) -> int:
+    if raw not in VERSIONS:
+        raise ConfigError(
+            f"CRASHPOINT_WORKER_VERSION={raw!r} is unknown; use one of {', '.join(VERSIONS)}"
+        )
+    return int(raw)
+
+
+def version_flag(argv: list[str], env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with ``--version N`` from the command line in it (the reference's
+    upgraded command is its own command with the flag)."""
+    if len(argv) == 2 and argv[0] == "--version":
+        return {**env, "CRASHPOINT_WORKER_VERSION": argv[1]}
+    if argv:
+        raise ConfigError(f"unknown arguments {argv!r}; the only one is --version 2")
+    return dict(env)

@@ -16,7 +16,7 @@ from types import FrameType
 from scenarios.ledger import Claimed, LedgerStore, open_ledger
 from scenarios.worker.attempt import Attempt
 from scenarios.worker.base import ReferenceProcess
-from scenarios.worker.config import WorkerConfig
+from scenarios.worker.config import WorkerConfig, version_flag
 from scenarios.worker.lease import LeaseKeeper
 from scenarios.worker.pool import run_in_child
 
@@ -138,7 +138,7 @@ def main() -> int:
     from harness.contract.errors import ConfigError
 
     try:
-        cfg = WorkerConfig.from_env()
+        cfg = WorkerConfig.from_env(version_flag(sys.argv[1:], os.environ))
     except ConfigError as exc:
         print(f"crashpoint worker: {exc}", file=sys.stderr)
         return 2

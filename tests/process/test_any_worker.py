@@ -89,8 +89,8 @@ def test_the_correct_worker_holds_every_cell_at_both_providers(
     # Every scenario that supports a kind ran there, the ledger-link ones aside.
     # key_retention (a forgotten idempotency key) and retry_while_in_flight (a retry that
     # meets its first write in flight) run at idempotent providers only.
-    assert by_provider[("billing", "idempotent")] == 30
-    assert by_provider[("mailer", "plain")] == 28
+    assert by_provider[("billing", "idempotent")] == 33
+    assert by_provider[("mailer", "plain")] == 31
     scenarios = {(t["scenario"], t["injection_point"], t["provider_name"]) for t in every}
     for name in ("billing", "mailer"):
         assert ("state_store_restore", "restore_after_effect", name) in scenarios

@@ -124,6 +124,18 @@ KILLING_CELLS = {
     "retry_without_backoff": ("retry_backoff", "refused_repeatedly", "plain", None),
     "done_check_instead_of_lease": ("redelivery_storm", "two_stale_copies", "plain", "SIGSTOP"),
     "ack_when_child_lost": ("child_killed", "pool_child", "idempotent", "SIGKILL"),
+    "upgrade_forgets_old_attempts": (
+        "upgrade_during_recovery",
+        "after_external_call",
+        "idempotent",
+        "SIGKILL",
+    ),
+    "cancel_checked_only_at_first_claim": (
+        "cancel_in_flight",
+        "cancel_before_commit",
+        "idempotent",
+        None,
+    ),
 }
 
 

@@ -186,3 +186,21 @@ def test_the_exit_code_is_2_on_a_cross_and_0_on_warnings(tmp_path: Path) -> None
     assert "ready: crashpoint run -c" in out.getvalue()
     assert report_lines(console, [Line(FAIL, "broken", "fix y")], cfg) == 2
     assert "fix: fix y" in out.getvalue()
+
+
+def test_the_upgraded_and_cancel_commands_are_named_and_their_programs_looked_for(
+    tmp_path: Path,
+) -> None:
+    cfg = config(
+        tmp_path,
+        upgraded_command=("python3", "worker.py", "--release", "2"),
+        cancel=("python3", "cancel.py", "{job_id}"),
+    )
+    lines = static_lines(cfg)
+    assert marks(lines) == [OK, OK]
+    assert "target.upgraded_command `python3 worker.py --release 2`" in lines[1].text
+    assert "(upgrade_during_recovery runs)" in lines[1].text
+    assert "target.cancel `python3 cancel.py {job_id}` (cancel_in_flight runs)" in lines[1].text
+    missing = static_lines(replace(cfg, cancel=("no-such-canceller", "{job_id}")))
+    assert marks(missing) == [FAIL]
+    assert "target.cancel: no program 'no-such-canceller'" in missing[0].text

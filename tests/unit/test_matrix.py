@@ -207,12 +207,18 @@ def test_a_command_target_leaves_out_only_the_ledger_link_outbox_and_pool_scenar
         "slow_lease_renewal",
         "relay_crash_after_send",
         "child_killed",
+        "upgrade_during_recovery",
+        "cancel_in_flight",
     }
     for key, reason in skipped.items():
         if key.startswith("relay_crash_after_send."):
             assert "a command target declares no relay" in reason
         elif key.startswith("child_killed."):
             assert "declares no pool" in reason
+        elif key.startswith("upgrade_during_recovery."):
+            assert "declare [target] upgraded_command" in reason
+        elif key.startswith("cancel_in_flight."):
+            assert "declare [target] cancel" in reason
         else:
             assert "only the reference target" in reason
 
@@ -257,6 +263,12 @@ def test_a_target_that_never_retries_leaves_retry_backoff_out_and_says_why() -> 
 
 def test_a_declared_pool_runs_child_killed() -> None:
     assert not [k for k in _skips(_command(pool=True)) if k.startswith("child_killed.")]
+
+
+def test_a_declared_upgrade_and_cancel_run_their_rows() -> None:
+    declared = _command(upgraded_command=("python3", "worker.py", "--v2"), cancel=("c", "{job_id}"))
+    rows = ("upgrade_during_recovery.", "cancel_in_flight.")
+    assert not [k for k in _skips(declared) if k.startswith(rows)]
 
 
 def test_a_postgres_ledger_of_a_command_target_is_not_restored() -> None:

@@ -123,6 +123,19 @@ def test_a_declared_pool_is_kept(tmp_path: Path) -> None:
     assert load_config(write(tmp_path, GOOD)).pool is False
 
 
+def test_a_declared_upgraded_command_and_cancel_reach_the_adapter(tmp_path: Path) -> None:
+    text = 'upgraded_command = ["python3", "worker.py", "--v2"]\n'
+    text += 'cancel = ["python3", "cancel.py", "{job_id}"]'
+    config = load_config(write(tmp_path, edited("lease_ttl_s = 0.5", f"lease_ttl_s = 0.5\n{text}")))
+    assert config.upgraded_command == ("python3", "worker.py", "--v2")
+    assert config.cancel == ("python3", "cancel.py", "{job_id}")
+    adapter = CommandAdapter(config, trial_dir=tmp_path / "t")
+    assert adapter.upgraded_argv() == ["python3", "worker.py", "--v2"]
+    plain = CommandAdapter(load_config(write(tmp_path, GOOD)), trial_dir=tmp_path / "t")
+    assert plain.upgraded_argv() is None
+    assert plain.cancel("j-1") is False  # nothing declared: nothing run
+
+
 def test_a_declared_visibility_window_is_kept(tmp_path: Path) -> None:
     path = write(tmp_path, edited("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\nvisibility_s = 2"))
     assert CommandAdapter(load_config(path), trial_dir=tmp_path / "t").visibility_s == 2.0
@@ -401,6 +414,24 @@ MISTAKES = [
         ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\npool = "yes"'),
         'target.pool must be true or false, got "yes" (a string)',
         "write pool = true",
+    ),
+    (
+        "upgraded-command-names-a-job",
+        ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\nupgraded_command = ["w", "{job_id}"]'),
+        "target.upgraded_command names a job, but it is started once per worker",
+        "pass jobs through enqueue instead",
+    ),
+    (
+        "upgraded-command-not-an-argv",
+        ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\nupgraded_command = "worker --v2"'),
+        "target.upgraded_command must be a list of strings (an argv)",
+        "upgraded_command = ",
+    ),
+    (
+        "cancel-never-says-which-job",
+        ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\ncancel = ["python3", "cancel.py"]'),
+        "target.cancel never says which job",
+        '{job_id} or {payload_file}, for example cancel = ["node", "cancel.js", "{job_id}"]',
     ),
     (
         "max-attempts-zero",

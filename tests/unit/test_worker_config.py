@@ -12,7 +12,7 @@ import scenarios
 from harness.contract.env import provider_env_var
 from harness.contract.errors import ConfigError
 from scenarios import ReferenceTarget
-from scenarios.worker.config import ProviderSpec, WorkerConfig
+from scenarios.worker.config import ProviderSpec, WorkerConfig, version_flag
 
 
 def test_from_env_reads_every_variable() -> None:
@@ -102,3 +102,14 @@ def test_harness_and_worker_agree_on_a_providers_variables(name: str, tmp_path: 
     env = target.worker_env("w1", providers={name: ("plain", "http://127.0.0.1:9")})
     assert provider_env_var(name) in env
     assert WorkerConfig.from_env(env).provider(name) == ProviderSpec("plain", "http://127.0.0.1:9")
+
+
+def test_the_version_comes_from_the_flag_or_the_environment() -> None:
+    env = {"CRASHPOINT_LEDGER_DSN": "sqlite:///ledger.db"}
+    assert WorkerConfig.from_env(version_flag([], env)).version == 1
+    assert WorkerConfig.from_env(version_flag(["--version", "2"], env)).version == 2
+    assert WorkerConfig.from_env({**env, "CRASHPOINT_WORKER_VERSION": "2"}).version == 2
+    with pytest.raises(ConfigError, match="CRASHPOINT_WORKER_VERSION='3' is unknown"):
+        WorkerConfig.from_env(version_flag(["--version", "3"], env))
+    with pytest.raises(ConfigError, match="the only one is --version 2"):
+        version_flag(["--fast"], env)

@@ -8,6 +8,8 @@ like any worker in any language would.
                 the last one's outcome is unknown
     deliveries  one row per delivery of a job: enqueueing a job twice (an at-least-once
                 redelivery) delivers it twice, but it stays one job
+    cancels     one row per job someone cancelled (cancel.py); workers read it before
+                each write
 
 Every change of a leased job is a compare-and-set on its owner and token.
 """
@@ -39,6 +41,10 @@ CREATE TABLE IF NOT EXISTS deliveries (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     job_id TEXT NOT NULL,
     available_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cancels (
+    job_id TEXT PRIMARY KEY,
+    at REAL NOT NULL
 );
 """
 
@@ -79,6 +85,15 @@ def enqueue(conn: sqlite3.Connection, job_id: str, provider: str, body: str) -> 
         "INSERT INTO deliveries (job_id, available_at) VALUES (?, ?)", (job_id, time.time())
     )
     conn.execute("COMMIT")
+
+
+def cancel(conn: sqlite3.Connection, job_id: str) -> None:
+    """Record that ``job_id`` is cancelled; committed when this returns."""
+    conn.execute("INSERT OR IGNORE INTO cancels (job_id, at) VALUES (?, ?)", (job_id, time.time()))
+
+
+def cancelled(conn: sqlite3.Connection, job_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM cancels WHERE job_id = ?", (job_id,)).fetchone() is not None
 
 
 def known(conn: sqlite3.Connection, job_id: str) -> bool:

@@ -1,4 +1,4 @@
-"""python3 worker.py [--cap N] [--bug done-on-reclaim] [--poll S] [--nap-after-jobs]
+"""python3 worker.py [--cap N] [--bug BUG] [--poll S] [--nap-after-jobs] [--release 2]
 
 A small third-party job worker, as a user would write one: its own SQLite queue
 (jobdb.py) in ``$CRASHPOINT_STATE_DIR``, Python's standard library only, and two
@@ -16,9 +16,15 @@ It looks at its queue every ``CRASHPOINT_POLL_S`` (``--poll S`` instead), 0.02 s
 told; with ``--nap-after-jobs`` it sleeps that long after each job too, as a worker
 that works in batches does: a slow poll, yet correct.
 
+A cancelled job (cancel.py) is looked for before each write, and ends dead, unsent.
+``--release 2`` is the worker's next release: its keys and markers carry ``v2-``, and it
+looks an unknown write up under every release's key, newest first, since an earlier
+release may have sent it.
+
 Bugs, for crashpoint to catch: ``--cap N`` sends up to N writes whatever the cap it was
 given; ``--bug done-on-reclaim`` closes a job taken over from an earlier owner as done
-without asking the provider.
+without asking the provider; ``--bug forgets-old-keys`` (release 2) looks up its own
+key only; ``--bug cancel-at-claim-only`` looks for a cancel once, when it takes the job.
 """
 
 from __future__ import annotations
@@ -95,8 +101,13 @@ def exchange(url: str, method: str, path: str, headers: dict[str, str], body: by
 EMAIL_IN_KEY = "email-in-key" in sys.argv
 
 
-def key_of(job: str, kind: str) -> str:
+#: ``--release N``: which release of the worker this is (keys changed in release 2).
+RELEASE = int(sys.argv[sys.argv.index("--release") + 1]) if "--release" in sys.argv else 1
+
+
+def key_of(job: str, kind: str, release: int = RELEASE) -> str:
     key = f"{'billing' if kind == 'idempotent' else 'mail'}-{job}"
+    key = f"v2-{key}" if release >= 2 else key
     return f"{key}-for-{job}@customers.example" if EMAIL_IN_KEY else key
 
 
@@ -123,9 +134,18 @@ def write(lease: jobdb.Lease, url: str, kind: str) -> tuple[str, str]:
     return "refused", f"{status} {data[:200]!r}"
 
 
-def lookup(job: str, url: str, kind: str) -> tuple[str, str]:
+def lookup_any(job: str, url: str, kind: str, releases: list[int]) -> tuple[str, str]:
+    """:func:`lookup` under each release's key in turn, until one finds more than nothing."""
+    for release in releases:
+        found = lookup(job, url, kind, release)
+        if found[0] != "not_found":
+            return found
+    return "not_found", ""
+
+
+def lookup(job: str, url: str, kind: str, release: int = RELEASE) -> tuple[str, str]:
     """``confirmed``, ``not_found``, ``unqueryable``, ``conflict`` or ``unavailable``."""
-    key = urllib.parse.quote(key_of(job, kind))
+    key = urllib.parse.quote(key_of(job, kind, release))
     if kind == "idempotent":
         path = f"/v1/effects?idempotency_key={key}&job_id={job}"
     else:
@@ -188,6 +208,10 @@ def run_job(conn, lease: jobdb.Lease, cap: int | None, bugs: set[str]) -> None:
         return finish("dead", f"no provider {lease.provider}")
     if "done-on-reclaim" in bugs and token > 1:
         return finish("done", "taken over from an earlier owner")  # the bug: never asked
+    if "cancel-at-claim-only" in bugs and jobdb.cancelled(conn, job):
+        return finish("dead", "cancelled")  # the bug: asked here, never again
+    # Any release up to ours may have sent the write: each one's key is asked for.
+    releases = [RELEASE] if "forgets-old-keys" in bugs else list(range(RELEASE, 0, -1))
     # A restored queue may have forgotten writes that were sent: ask before sending.
     unknown = lease.unknown or RECOVERY
     sends, unavailable, failures = lease.sends, 0, 0
@@ -195,7 +219,7 @@ def run_job(conn, lease: jobdb.Lease, cap: int | None, bugs: set[str]) -> None:
         if unknown:
             failpoint("before_reconcile", job, token)
             owned()
-            found, detail = lookup(job, url, kind)
+            found, detail = lookup_any(job, url, kind, releases)
             failpoint("after_reconcile", job, token)
             if found == "confirmed":
                 return finish("done", detail or "confirmed by lookup")
@@ -210,6 +234,8 @@ def run_job(conn, lease: jobdb.Lease, cap: int | None, bugs: set[str]) -> None:
             unknown = False
         if cap is not None and sends >= cap:
             return finish("dead", f"{sends} writes sent, none confirmed")
+        if "cancel-at-claim-only" not in bugs and jobdb.cancelled(conn, job):
+            return finish("dead", "cancelled")
         failpoint("before_external_call", job, token)
         sends += 1
         owned(sends=sends, unknown=1)  # counted, and unknown, before it leaves
@@ -243,8 +269,12 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cap", type=int, help="send up to N writes, whatever we are told")
     parser.add_argument(
-        "--bug", action="append", default=[], choices=["done-on-reclaim", "email-in-key"]
+        "--bug",
+        action="append",
+        default=[],
+        choices=["done-on-reclaim", "email-in-key", "forgets-old-keys", "cancel-at-claim-only"],
     )
+    parser.add_argument("--release", type=int, default=1, help="which release this is")
     parser.add_argument("--poll", type=float, help="seconds between looks at the queue")
     parser.add_argument("--nap-after-jobs", action="store_true", help="sleep a poll after a job")
     args = parser.parse_args()
