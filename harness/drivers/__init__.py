@@ -17,12 +17,14 @@ only safe end is needs_review. Quiescence and the oracle are the trial's busines
     steps     multi-step jobs, lost acknowledgements, forgotten keys
     child     one pool child inside a failpoint killed, its parent left running
     storm     three copies of one attempt: two stale, woken while the third owns the job
+    broker    the target's broker restarted in flight or with jobs queued
     registry  the table below: scenario (and point) -> driver
 """
 
 from __future__ import annotations
 
 from harness.drivers import (
+    broker,
     child,
     clock,
     delivery,
@@ -76,6 +78,7 @@ DRIVERS.register("identity_lost_on_recovery", identity.identity_lost_on_recovery
 DRIVERS.register("retry_backoff", provider.refused_repeatedly)
 DRIVERS.register("redelivery_storm", storm.redelivery_storm)
 DRIVERS.register("child_killed", child.child_killed)
+DRIVERS.register("broker_restart", broker.broker_restart)
 
 
 def driver_for(scenario: str, point: str) -> Driver:

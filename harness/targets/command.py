@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from harness.brokers import RedisBroker
 from harness.contract.env import FAILPOINTS, STATE_DIR, provider_env_var
 from harness.contract.errors import ConfigError
 from harness.history import Event
@@ -174,6 +175,8 @@ class CommandAdapter:
         #: The last answer was "all final": the next one reads every job again.
         self._all_final = False
         self._snapshots = 0
+        #: The trial's own broker (``[target.broker]``), started with the trial.
+        self.broker: RedisBroker | None = None
 
     def _abs(self, args: Iterable[str]) -> list[str]:
         out = []
@@ -207,6 +210,17 @@ class CommandAdapter:
     def setup(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        if self.config.broker is not None:
+            # Outside the state directory: a restore of the worker's state leaves the
+            # broker's queue as it is, as it would a real one.
+            self.broker = RedisBroker(self.trial_dir / "broker")
+            self.broker.start()
+
+    def broker_env(self) -> dict[str, str]:
+        """``{[target.broker] env: its URL}`` for every process of the target."""
+        if self.broker is None or self.config.broker is None:
+            return {}
+        return {self.config.broker.env: self.broker.url}
 
     def attach_providers(self, providers: Sequence[ProviderLog], env: Mapping[str, str]) -> None:
         self._activity.attach(providers)
@@ -219,6 +233,7 @@ class CommandAdapter:
         worker)."""
         env = {**(self.env or os.environ), **self._settings, STATE_DIR: str(self.state_dir)}
         env.pop(FAILPOINTS, None)
+        env.update(self.broker_env())
         return env | self.url_aliases(env)
 
     def enqueue(
@@ -346,6 +361,7 @@ class CommandAdapter:
             STATE_DIR: str(self.state_dir),
             "CRASHPOINT_LEASE_TTL_S": str(lease_ttl_s),
             "CRASHPOINT_HTTP_TIMEOUT_S": str(http_timeout_s),
+            **self.broker_env(),
         }
         if self.config.max_attempts is not None:
             # The worker's own declared cap; without one it is told none (never ours).
@@ -465,7 +481,8 @@ class CommandAdapter:
         self._went_active()
 
     def close(self) -> None:
-        return None
+        if self.broker is not None:
+            self.broker.close()
 
 
 #: How much of a failing command's stderr its one-line error carries.
