@@ -12,7 +12,8 @@ in the queue meanwhile. ``jobs_queued``: every job is enqueued, the broker resta
 before any worker has started, then the workers start.
 
 A worker whose broker vanished may exit; a supervisor (systemd, Kubernetes) would start
-it again, and so does the harness once the broker is back (recorded in the history), so
+it again, and so does the harness for two outages' time after the broker is back (each
+worker once, recorded in the history), so
 that what is judged is what the worker did with its jobs, never how it handles losing
 its connection. Invariants as for duplicate delivery, plus ``nothing_lost``: every job
 the broker acknowledged before the restart ends.
@@ -21,6 +22,7 @@ the broker acknowledged before the restart ends.
 from __future__ import annotations
 
 import signal
+import time
 
 from harness.brokers import RedisBroker
 from harness.contract.errors import Inconclusive
@@ -32,6 +34,9 @@ from harness.trial import Trial
 POINT = "after_external_call"
 #: The least time the broker stays down while the attempt ends (else one lease).
 DOWN_MIN_S = 0.5
+#: How long after the broker's return a worker that exits is started again, in outages.
+SUPERVISE_LEASES = 2.0
+SUPERVISE_POLL_S = 0.05
 #: Why the row does not apply to a target without a broker.
 NO_BROKER = (
     "broker_restart restarts the target's broker; the target declares none (declare "
@@ -63,7 +68,7 @@ def broker_restart(trial: Trial) -> frozenset[str]:
     hit.resume()
     trial.sleep(max(DOWN_MIN_S, trial.config.lease_ttl_s))
     _start(trial, broker)
-    _restart_exited(trial)
+    _supervise(trial, SUPERVISE_LEASES * max(DOWN_MIN_S, trial.config.lease_ttl_s))
     return NONE
 
 
@@ -95,16 +100,25 @@ def _start(trial: Trial, broker: RedisBroker) -> None:
     )
 
 
-def _restart_exited(trial: Trial) -> None:
-    """Start again, once, each worker that exited while its broker was away."""
-    for handle in list(trial.workers.values()):
-        if handle.name in trial.paused or handle.alive():
-            continue
-        trial.history.append(
-            "supervisor",
-            "note",
-            worker=handle.name,
-            text=f"{handle.name} exited while the broker was down; started again, as a "
-            "supervisor would",
-        )
-        trial.start_worker()
+def _supervise(trial: Trial, window_s: float) -> None:
+    """For ``window_s`` after the broker came back, start again (once each) the workers
+    that exited since it went down: a worker may find its connection gone only when it
+    next uses it."""
+    restarted: set[str] = set()
+    deadline = time.monotonic() + window_s
+    while True:
+        for handle in list(trial.workers.values()):
+            if handle.name in restarted or handle.name in trial.paused or handle.alive():
+                continue
+            restarted.add(handle.name)
+            trial.history.append(
+                "supervisor",
+                "note",
+                worker=handle.name,
+                text=f"{handle.name} exited after the broker went down; started again, as "
+                "a supervisor would",
+            )
+            trial.start_worker()
+        if time.monotonic() >= deadline:
+            return
+        trial.sleep(SUPERVISE_POLL_S)

@@ -52,7 +52,7 @@ class BrokerSchema(TableReader):
             raise self.fail(
                 f"{where}env",
                 f"{shown(env)} is not a variable the broker's URL can go in",
-                'name your worker\'s own variable (letters, digits and _, not CRASHPOINT_*), '
+                "name your worker's own variable (letters, digits and _, not CRASHPOINT_*), "
                 'like env = "REDIS_URL"',
             )
         return BrokerDecl(kind=kind, env=env)
