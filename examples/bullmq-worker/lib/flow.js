@@ -172,7 +172,15 @@ async function call(r, p) {
     Object.assign(step, { key, state: 'submitted', sends: step.sends + 1 });
     await r.save(`the write to ${p.name}`); // key and count durable before the call
     await boundary('before_external_call');
-    await r.lease.ensure(`the write to ${p.name}`);
+    if (bugs.has('done-check')) {
+      // BUG done-check: asks whether the job has ended instead of whether its lease still
+      // holds (a delivery redelivered each lock window runs as several copies at once).
+      if (record.FINAL.includes(record.read(r.job).state)) {
+        throw new LeaseLost(`${r.job}: ended by another copy`);
+      }
+    } else {
+      await r.lease.ensure(`the write to ${p.name}`);
+    }
     const sent = await providers.write(p, r.rec.doc.body || {}, key, r.lease.token);
     log(`${job}: ${p.name} write ${step.sends}: ${sent.kind} (${sent.detail})`);
     last = sent.detail;
