@@ -120,8 +120,13 @@ class RedisBroker:
             "--appendonly", "yes", "--appendfsync", "always", "--save", "",
             "--daemonize", "no", "--protected-mode", "yes",
         ]  # fmt: skip
+        # In its data directory, inside the trial's: a broker left running is found there.
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            argv,
+            cwd=self.data_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:

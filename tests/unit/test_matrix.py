@@ -207,12 +207,15 @@ def test_a_command_target_leaves_out_only_the_ledger_link_outbox_and_pool_scenar
         "slow_lease_renewal",
         "relay_crash_after_send",
         "child_killed",
+        "broker_restart",
     }
     for key, reason in skipped.items():
         if key.startswith("relay_crash_after_send."):
             assert "a command target declares no relay" in reason
         elif key.startswith("child_killed."):
             assert "declares no pool" in reason
+        elif key.startswith("broker_restart."):
+            assert "the target declares none (declare [target.broker]" in reason
         else:
             assert "only the reference target" in reason
 
@@ -257,6 +260,18 @@ def test_a_target_that_never_retries_leaves_retry_backoff_out_and_says_why() -> 
 
 def test_a_declared_pool_runs_child_killed() -> None:
     assert not [k for k in _skips(_command(pool=True)) if k.startswith("child_killed.")]
+
+
+def test_a_declared_broker_runs_broker_restart_and_the_reference_has_none() -> None:
+    from harness.applicable import split
+    from harness.targets.config import BrokerDecl
+
+    redis = BrokerDecl(kind="redis", env="REDIS_URL")
+    assert not [k for k in _skips(_command(broker=redis)) if k.startswith("broker_restart.")]
+    every = cells(ledger="sqlite")
+    _, left_out = split(every, None)
+    assert {k.split(".")[0] for k in left_out} == {"broker_restart"}
+    assert all("the reference worker's queue is its ledger" in r for r in left_out.values())
 
 
 def test_a_postgres_ledger_of_a_command_target_is_not_restored() -> None:

@@ -117,6 +117,16 @@ def test_a_declared_backoff_reaches_the_oracle_facts(tmp_path: Path) -> None:
     assert CommandAdapter(config, trial_dir=tmp_path / "t").min_backoff_s == 0.2
 
 
+def test_a_declared_broker_names_the_variable_its_url_goes_in(tmp_path: Path) -> None:
+    broker = '[target.broker]\nkind = "redis"\nenv = "REDIS_URL"\n\n[target.ledger]'
+    config = load_config(write(tmp_path, edited("[target.ledger]", broker)))
+    assert config.broker is not None
+    assert (config.broker.kind, config.broker.env) == ("redis", "REDIS_URL")
+    assert load_config(write(tmp_path, GOOD)).broker is None
+    # No broker is started before the trial sets the target up, and none is named.
+    assert CommandAdapter(config, trial_dir=tmp_path / "t").broker_env() == {}
+
+
 def test_a_declared_pool_is_kept(tmp_path: Path) -> None:
     path = write(tmp_path, edited("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\npool = true"))
     assert load_config(path).pool is True
@@ -401,6 +411,39 @@ MISTAKES = [
         ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\npool = "yes"'),
         'target.pool must be true or false, got "yes" (a string)',
         "write pool = true",
+    ),
+    (
+        "broker-unknown-kind",
+        (
+            "[target.ledger]",
+            '[target.broker]\nkind = "rabbitmq"\nenv = "AMQP_URL"\n[target.ledger]',
+        ),
+        'target.broker.kind "rabbitmq" is not a broker the harness can start',
+        'write kind = "redis"',
+    ),
+    (
+        "broker-without-env",
+        ("[target.ledger]", '[target.broker]\nkind = "redis"\n[target.ledger]'),
+        "target.broker.env is missing",
+        'add env = "REDIS_URL"',
+    ),
+    (
+        "broker-env-of-the-harness",
+        (
+            "[target.ledger]",
+            '[target.broker]\nkind = "redis"\nenv = "CRASHPOINT_STATE_DIR"\n[target.ledger]',
+        ),
+        'target.broker.env "CRASHPOINT_STATE_DIR" is not a variable the broker\'s URL can go in',
+        "not CRASHPOINT_*",
+    ),
+    (
+        "broker-unknown-key",
+        (
+            "[target.ledger]",
+            '[target.broker]\nkind = "redis"\nenv = "R"\nport = 1\n[target.ledger]',
+        ),
+        "target.broker.port is not a known key",
+        "[target.broker] allows kind, env",
     ),
     (
         "max-attempts-zero",
