@@ -20,6 +20,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Protocol
 
 from harness.contract.errors import InfrastructureError
 
@@ -50,6 +51,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class GroupWatch(Protocol):
+    """What reaps a process group if the harness dies (:class:`harness.watchdog.Watchdog`)."""
+
+    def watch_group(self, pgid: int) -> None: ...
+
+    def forget_group(self, pgid: int) -> None: ...
+
+
 class RedisBroker:
     """One ``redis-server`` on 127.0.0.1 with its data in ``data_dir``."""
 
@@ -61,6 +70,9 @@ class RedisBroker:
         self._proc: subprocess.Popen[bytes] | None = None
         #: How many times it was started (1 after :meth:`start`, 2 after a restart).
         self.starts = 0
+        #: The run's watchdog, when it has one: each server's group is killed with the
+        #: trial's workers if the harness itself is SIGKILLed.
+        self.watchdog: GroupWatch | None = None
 
     @property
     def url(self) -> str:
@@ -93,7 +105,11 @@ class RedisBroker:
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
         """Send ``sig`` and wait for the exit (SIGKILL after the timeout); idempotent."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
+            return
+        if self.watchdog is not None:
+            self.watchdog.forget_group(proc.pid)
+        if proc.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(sig)
@@ -124,6 +140,7 @@ class RedisBroker:
         proc = subprocess.Popen(
             argv,
             cwd=self.data_dir,
+            start_new_session=True,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -134,6 +151,8 @@ class RedisBroker:
                 return False  # the port was taken, or the data could not be read
             if ping(self.port):
                 self._proc = proc
+                if self.watchdog is not None:
+                    self.watchdog.watch_group(proc.pid)
                 self.starts += 1
                 return True
             time.sleep(_POLL_S)

@@ -175,8 +175,10 @@ class CommandAdapter:
         #: The last answer was "all final": the next one reads every job again.
         self._all_final = False
         self._snapshots = 0
-        #: The trial's own broker (``[target.broker]``), started with the trial.
-        self.broker: RedisBroker | None = None
+        #: The trial's own broker (``[target.broker]``), started with the trial. Outside
+        #: the state directory: a restore of the worker's state leaves the broker's queue
+        #: as it is, as it would a real one.
+        self.broker = None if config.broker is None else RedisBroker(trial_dir / "broker")
 
     def _abs(self, args: Iterable[str]) -> list[str]:
         out = []
@@ -210,15 +212,12 @@ class CommandAdapter:
     def setup(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
-        if self.config.broker is not None:
-            # Outside the state directory: a restore of the worker's state leaves the
-            # broker's queue as it is, as it would a real one.
-            self.broker = RedisBroker(self.trial_dir / "broker")
+        if self.broker is not None:
             self.broker.start()
 
     def broker_env(self) -> dict[str, str]:
         """``{[target.broker] env: its URL}`` for every process of the target."""
-        if self.broker is None or self.config.broker is None:
+        if self.broker is None or self.config.broker is None or not self.broker.port:
             return {}
         return {self.config.broker.env: self.broker.url}
 
