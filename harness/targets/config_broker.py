@@ -31,15 +31,11 @@ class BrokerDecl:
 class BrokerSchema(TableReader):
     """The ``[target.broker]`` part of the schema."""
 
-    def broker(self, broker: object) -> BrokerDecl | None:
+    def broker(self, value: object) -> BrokerDecl | None:
+        broker = self.subtable(value, "broker", BROKER_KEYS)
         if broker is None:
             return None
         where = "target.broker."
-        if not isinstance(broker, dict):
-            raise self.fail(
-                "target.broker", f"must be a table, got {shown(broker)}", "write [target.broker]"
-            )
-        self.known(broker, where, BROKER_KEYS, label="[target.broker]")
         kind = self.string(broker, where, "kind", example='"redis"')
         if kind not in KINDS:
             raise self.fail(
