@@ -20,7 +20,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from harness.contract.errors import InfrastructureError
 
@@ -57,6 +57,30 @@ class GroupWatch(Protocol):
     def watch_group(self, pgid: int) -> None: ...
 
     def forget_group(self, pgid: int) -> None: ...
+
+
+@runtime_checkable
+class Broker(Protocol):
+    """A trial's broker: started with the trial, stopped with a signal and started again
+    on the same data and port by ``broker_restart``, closed with the trial."""
+
+    kind: str
+    port: int
+    watchdog: GroupWatch | None
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def start(self) -> None: ...
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM) -> None: ...
+
+    def start_again(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class RedisBroker:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import signal
 import time
 
-from harness.brokers import RedisBroker
+from harness.brokers import Broker
 from harness.contract.errors import Inconclusive
 from harness.drivers.review import NONE
 from harness.trial import Trial
@@ -72,14 +72,14 @@ def broker_restart(trial: Trial) -> frozenset[str]:
     return NONE
 
 
-def _broker(trial: Trial) -> RedisBroker:
+def _broker(trial: Trial) -> Broker:
     broker = getattr(trial.target, "broker", None)
-    if not isinstance(broker, RedisBroker):
+    if not isinstance(broker, Broker):
         raise Inconclusive(NO_BROKER)
     return broker
 
 
-def _stop(trial: Trial, broker: RedisBroker, sig: signal.Signals) -> None:
+def _stop(trial: Trial, broker: Broker, sig: signal.Signals) -> None:
     trial.history.append(
         "supervisor",
         "signal",
@@ -90,7 +90,7 @@ def _stop(trial: Trial, broker: RedisBroker, sig: signal.Signals) -> None:
     broker.stop(sig)
 
 
-def _start(trial: Trial, broker: RedisBroker) -> None:
+def _start(trial: Trial, broker: Broker) -> None:
     broker.start_again()
     trial.history.append(
         "supervisor",

@@ -38,14 +38,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.brokers import RedisBroker
+from harness.brokers import Broker
 from harness.contract.env import FAILPOINTS, STATE_DIR, provider_env_var
 from harness.contract.errors import ConfigError
 from harness.history import Event
 from harness.observe import ProviderLog
 from harness.oracle import JobFinal
 from harness.targets.base import Redelivery, quiet_window_s
-from harness.targets.bounded import Overran, run_bounded
+from harness.targets.bounded import STDERR_TAIL_CHARS, Overran, run_bounded, stderr_tail
+from harness.targets.broker_commands import trial_broker
 from harness.targets.config import (
     CommandConfig,
     JobStatus,
@@ -56,12 +57,14 @@ from harness.targets.config import (
 
 # The schema used to live here; the run command still imports it from this module.
 __all__ = [
+    "STDERR_TAIL_CHARS",
     "CommandAdapter",
     "CommandConfig",
     "JobStatus",
     "ProviderDecl",
     "load_config",
     "restore_unsupported",
+    "stderr_tail",
 ]
 ENQUEUE_TIMEOUT_S = 10.0
 STATUS_TIMEOUT_S = 10.0
@@ -178,7 +181,9 @@ class CommandAdapter:
         #: The trial's own broker (``[target.broker]``), started with the trial. Outside
         #: the state directory: a restore of the worker's state leaves the broker's queue
         #: as it is, as it would a real one.
-        self.broker = None if config.broker is None else RedisBroker(trial_dir / "broker")
+        self.broker: Broker | None = trial_broker(
+            config.broker, trial_dir / "broker", config_path=config.path, resolve=self._abs
+        )
 
     def _abs(self, args: Iterable[str]) -> list[str]:
         out = []
@@ -482,19 +487,3 @@ class CommandAdapter:
     def close(self) -> None:
         if self.broker is not None:
             self.broker.close()
-
-
-#: How much of a failing command's stderr its one-line error carries.
-STDERR_TAIL_LINES = 3
-STDERR_TAIL_CHARS = 400
-
-
-def stderr_tail(stderr: bytes) -> str:
-    """`` (stderr: ...)`` with the last non-empty lines joined by `` | ``, on one line."""
-    lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines() if ln.strip()]
-    if not lines:
-        return " (nothing on stderr)"
-    tail = " | ".join(lines[-STDERR_TAIL_LINES:])
-    if len(tail) > STDERR_TAIL_CHARS:
-        tail = "..." + tail[-STDERR_TAIL_CHARS:]
-    return f" (stderr, last lines: {tail})"

@@ -20,7 +20,8 @@ sensitive_fields = ["customer_email"]  # optional: body fields holding secrets o
 dsn = "sqlite:///state/ledger.db"
 [target.broker]                       # optional: a broker the harness starts per trial
 kind = "redis"                        # redis-server on 127.0.0.1, durable (broker_restart runs)
-env = "REDIS_URL"                     # the variable its URL goes in
+env = "REDIS_URL"                     # the variable its URL goes in (or, instead of kind,
+                                      # start, stop and url: config_broker.py)
 [target.docker]                       # optional: --backend docker runs workers in this image
 build = "."                           # a directory with a Dockerfile (or image = "ref:tag")
 env = { LOG_LEVEL = "debug" }         # optional: added to the worker's CRASHPOINT_* variables

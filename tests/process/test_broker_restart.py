@@ -76,3 +76,50 @@ def test_the_correct_examples_hold_a_broker_restarted_in_flight(
             # RQ quits when it cannot acknowledge the job; the harness starts it again.
             assert any("started again, as a supervisor would" in s for s in said), said
     assert leftovers(scratch) == []
+
+
+OWN = Path(__file__).parent / "workers" / "ownbroker" / "redis-broker.sh"
+
+
+def own_broker_config(scratch: Path, variant: str) -> Path:
+    """The RQ example's ``variant`` with ``[target.broker]`` start and stop commands of
+    its own (tests/process/workers/ownbroker/redis-broker.sh) instead of a kind."""
+    here = Path(__file__).parents[2] / "examples" / RQ.name
+    text = (here / variant).read_text()
+    for name in ("worker.py", "enqueue.py", "status.py"):
+        text = text.replace(f'"{name}"', f'"{here / name}"')
+    own = (
+        "[target.broker]\n"
+        f'start = ["sh", "{OWN}", "start", "{{port}}", "{{data_dir}}"]\n'
+        f'stop = ["sh", "{OWN}", "stop", "{{port}}", "{{data_dir}}", "{{signal}}"]\n'
+        'url = "redis://127.0.0.1:{port}/0"\n'
+        'env = "REDIS_URL"\n\n'
+    )
+    start = text.index("\n[target.broker]") + 1
+    text = text[:start] + own + text[text.index("[[providers]]") :]
+    path = scratch / "crashpoint.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("variant", "verdict"),
+    [("crashpoint.toml", "held"), ("crashpoint-buggy-rerun-on-ack-error.toml", "violated")],
+    ids=["correct", "rerun-on-ack-error"],
+)
+def test_a_broker_of_the_targets_own_is_restarted_by_its_commands(
+    variant: str, verdict: str, scratch: Path, request: pytest.FixtureRequest
+) -> None:
+    require(request.config, RQ)
+    out = scratch / "out"
+    args = ["-c", str(own_broker_config(scratch, variant)), "--scenario", "broker_restart"]
+    args += ["--point", "attempt_in_flight", "--provider", "mailer", "--signal", "SIGKILL"]
+    done = run([*args, "--out", str(out)], scratch)
+    assert (out / "results.json").is_file(), done.stdout[-2000:] + done.stderr[-2000:]
+    [trial] = results(out)["trials"]
+    assert trial["verdict"] == verdict, (trial.get("reason"), done.stdout[-2000:])
+    said = [e["fields"].get("text", "") for e in trial["events"]]
+    assert "SIGKILL to the broker (command on port" in " ".join(said)
+    if verdict == "violated":
+        assert "no_duplicate_effect" in {v["invariant"] for v in trial["violations"]}
+    assert leftovers(scratch) == []

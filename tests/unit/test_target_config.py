@@ -127,6 +127,18 @@ def test_a_declared_broker_names_the_variable_its_url_goes_in(tmp_path: Path) ->
     assert CommandAdapter(config, trial_dir=tmp_path / "t").broker_env() == {}
 
 
+def test_a_broker_of_the_targets_own_is_its_commands(tmp_path: Path) -> None:
+    own = (
+        '[target.broker]\nstart = ["./b.sh", "start", "{port}", "{data_dir}"]\n'
+        'stop = ["./b.sh", "stop", "{port}", "{signal}"]\n'
+        'url = "redis://127.0.0.1:{port}/0"\nenv = "REDIS_URL"\n\n[target.ledger]'
+    )
+    broker = load_config(write(tmp_path, edited("[target.ledger]", own))).broker
+    assert broker is not None
+    assert (broker.kind, broker.url) == ("command", "redis://127.0.0.1:{port}/0")
+    assert broker.stop == ("./b.sh", "stop", "{port}", "{signal}")
+
+
 def test_a_declared_pool_is_kept(tmp_path: Path) -> None:
     path = write(tmp_path, edited("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\npool = true"))
     assert load_config(path).pool is True
@@ -437,13 +449,42 @@ MISTAKES = [
         "not CRASHPOINT_*",
     ),
     (
+        "broker-kind-and-commands",
+        (
+            "[target.ledger]",
+            '[target.broker]\nkind = "redis"\nenv = "R"\nstart = ["s"]\nstop = ["s"]\n'
+            'url = "u"\n[target.ledger]',
+        ),
+        "target.broker mixes a kind the harness starts with commands of its own",
+        'keep kind = "redis", or give start, stop and url without kind',
+    ),
+    (
+        "broker-commands-without-url",
+        (
+            "[target.ledger]",
+            '[target.broker]\nenv = "R"\nstart = ["s"]\nstop = ["s"]\n[target.ledger]',
+        ),
+        "target.broker has start, stop but not all of start, stop and url",
+        "give start, stop and url without kind",
+    ),
+    (
+        "broker-start-with-signal",
+        (
+            "[target.ledger]",
+            '[target.broker]\nenv = "R"\nstart = ["s", "{signal}"]\nstop = ["s"]\n'
+            'url = "u"\n[target.ledger]',
+        ),
+        'target.broker.start has unknown placeholder {signal} in "{signal}"',
+        "use {port}, {data_dir}",
+    ),
+    (
         "broker-unknown-key",
         (
             "[target.ledger]",
             '[target.broker]\nkind = "redis"\nenv = "R"\nport = 1\n[target.ledger]',
         ),
         "target.broker.port is not a known key",
-        "[target.broker] allows kind, env",
+        "[target.broker] allows kind, env, start, stop, url",
     ),
     (
         "max-attempts-zero",
