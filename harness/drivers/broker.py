@@ -6,8 +6,10 @@ restart).
 
 ``attempt_in_flight``: the first job's attempt is held at ``after_external_call`` (its
 effect made, not yet recorded or acknowledged); the broker goes down, the attempt is
-let go, and it ends (records, acknowledges) while the broker is down; after one lease
-(at least :data:`DOWN_MIN_S`) the broker comes back. The other jobs of the batch wait
+let go, and it ends (records, acknowledges) while the broker is down: once it has
+reported ``after_local_write`` (or after four outages' time if it cannot record its end
+without the broker), one lease more (at least :data:`DOWN_MIN_S`), then the broker
+comes back. The other jobs of the batch wait
 in the queue meanwhile. ``jobs_queued``: every job is enqueued, the broker restarts
 before any worker has started, then the workers start.
 
@@ -34,6 +36,9 @@ from harness.trial import Trial
 POINT = "after_external_call"
 #: The least time the broker stays down while the attempt ends (else one lease).
 DOWN_MIN_S = 0.5
+#: How long the let-go attempt gets to record its end while the broker is down, in
+#: outages (the outage proper follows it).
+RECORD_WITHIN_OUTAGES = 4.0
 #: How long after the broker's return a worker that exits is started again, in outages.
 SUPERVISE_LEASES = 2.0
 SUPERVISE_POLL_S = 0.05
@@ -65,11 +70,36 @@ def broker_restart(trial: Trial) -> frozenset[str]:
     trial.start_worker()
     hit = trial.wait_hit(gate, what=f"failpoint {POINT} for {job}")
     _stop(trial, broker, sig)
+    resumed = time.monotonic()
     hit.resume()
-    trial.sleep(max(DOWN_MIN_S, trial.config.lease_ttl_s))
+    _wait_recorded(trial, job, since=resumed)
+    trial.sleep(_outage_s(trial))
     _start(trial, broker)
     _supervise(trial, SUPERVISE_LEASES * max(DOWN_MIN_S, trial.config.lease_ttl_s))
     return NONE
+
+
+def _outage_s(trial: Trial) -> float:
+    return max(DOWN_MIN_S, trial.config.lease_ttl_s)
+
+
+def _wait_recorded(trial: Trial, job: str, *, since: float) -> None:
+    """Until the let-go attempt reports ``after_local_write`` (its end recorded; its
+    acknowledgement comes next, within the outage that follows), at most
+    :data:`RECORD_WITHIN_OUTAGES` outages: a worker whose record needs the broker (a
+    lease kept in Redis) cannot record its end before the broker is back."""
+    deadline = since + RECORD_WITHIN_OUTAGES * _outage_s(trial)
+    while time.monotonic() < deadline:
+        trial.observer.drain()
+        if any(
+            e.kind == "failpoint"
+            and e.job == job
+            and e.t >= since
+            and e.fields.get("point") == "after_local_write"
+            for e in trial.history.events()
+        ):
+            return
+        trial.sleep(SUPERVISE_POLL_S)
 
 
 def _broker(trial: Trial) -> Broker:
