@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.drivers import cancel, child, driver_for, provider, restore, upgrade
+from harness.drivers import broker, cancel, child, driver_for, provider, restore, upgrade
 from harness.faketime_reach import out_of_reach
 from harness.plan import Cell
 
@@ -34,9 +34,9 @@ PLANS_ONLY = (
 
 def why_not(command: CommandConfig | None, cell: Cell) -> str | None:
     """Why ``cell`` cannot apply to the target ``command`` declares (None: the
-    reference worker, to which every row applies), or None when it can."""
+    reference worker, to which every row but a broker's applies), or None when it can."""
     if command is None:
-        return None
+        return broker.REFERENCE_NO_BROKER if cell.scenario.needs_broker else None
     from harness.targets.command import restore_unsupported
 
     scenario = cell.scenario
@@ -67,6 +67,8 @@ def why_not(command: CommandConfig | None, cell: Cell) -> str | None:
         return upgrade.NO_UPGRADE
     if scenario.name == "cancel_in_flight" and command.cancel is None:
         return cancel.NO_CANCEL
+    if scenario.needs_broker and command.broker is None:
+        return broker.NO_BROKER
     if scenario.name == "retry_backoff" and command.max_attempts == 1:
         return provider.NO_RETRY
     if driver_for(scenario.name, cell.point) is restore.state_store_restore:

@@ -78,6 +78,9 @@ class Scenario:
     #: Kills one child of a worker that runs a pool: only for a target that runs one
     #: (the reference in pool mode, a command target declaring ``pool = true``).
     needs_pool: bool = False
+    #: Restarts the target's broker: only for a target that declares one
+    #: (``[target.broker]``), which the harness then starts per trial.
+    needs_broker: bool = False
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -334,6 +337,21 @@ SCENARIOS += (
         # At an unqueryable provider the dropped write goes to needs_review before any
         # retry, cancelled or not: there is no retry to stop.
         providers=("idempotent", "plain"),
+    ),
+)
+
+#: A queue's broker restarted (issue 34).
+SCENARIOS += (
+    Scenario(
+        "broker_restart",
+        "the target's broker is stopped (SIGTERM or SIGKILL) and started again on the same "
+        "data: while an attempt ends during the outage, or while jobs wait in it",
+        "the jobs in the broker, the in-flight attempt's effect made",
+        "the attempt's end is the worker's record, not the broker's acknowledgement: no "
+        "job runs again for a lost ack, and no queued job is lost",
+        points=("attempt_in_flight", "jobs_queued"),
+        signals=CRASH_SIGNALS,
+        needs_broker=True,
     ),
 )
 

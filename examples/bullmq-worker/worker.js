@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 'use strict';
-// node worker.js [--bug new-key-on-retry]
+// node worker.js [--bug new-key-on-retry | no-backoff | done-check]
 //
 // One BullMQ worker for crashpoint's command target: takes billing jobs from this trial's
 // queue on Redis (REDIS_URL, default redis://127.0.0.1:6379/0), one at a time, and runs
@@ -28,7 +28,7 @@ function parseArgs(argv) {
       flow.bugs.add(argv[i + 1]);
       i += 1;
     } else {
-      const usage = 'node worker.js [--bug new-key-on-retry]';
+      const usage = 'node worker.js [--bug new-key-on-retry | no-backoff | done-check]';
       process.stderr.write(`worker: unknown argument ${argv[i]}; usage: ${usage}\n`);
       process.exit(2);
     }

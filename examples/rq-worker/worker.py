@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""python3 worker.py [--bug close-without-effect | new-key-on-retry | no-cap]
+"""python3 worker.py [--bug close-without-effect | new-key-on-retry | no-cap | rerun-on-ack-error]
 
 One RQ worker for crashpoint's command target. It takes billing jobs from this trial's
 RQ queue on Redis (``REDIS_URL``, default redis://127.0.0.1:6379/0) and runs each in
@@ -17,9 +17,12 @@ import argparse
 import os
 import signal
 import sys
+import time
 import uuid
+from typing import Any
 
 from redis import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import SimpleWorker
 from rqbilling import flow
 from rqbilling.delivery import Redeliverer, log, queue
@@ -34,6 +37,55 @@ class ExampleWorker(SimpleWorker):
         signal.signal(signal.SIGTERM, _exit_now)
         signal.signal(signal.SIGINT, _exit_now)
 
+    # The job's acknowledgement: RQ stamps its end, then moves it to the finished
+    # registry. The broker may be down for either.
+    def handle_execution_ended(self, job: Any, queue: Any, heartbeat_ttl: int) -> None:
+        self._acknowledge(
+            job,
+            lambda: super(ExampleWorker, self).handle_execution_ended(job, queue, heartbeat_ttl),
+        )
+
+    def handle_job_success(self, job: Any, queue: Any, started_job_registry: Any) -> None:
+        self._acknowledge(
+            job,
+            lambda: super(ExampleWorker, self).handle_job_success(job, queue, started_job_registry),
+        )
+
+    def _acknowledge(self, job: Any, ack: Any) -> None:
+        try:
+            ack()
+        except RedisConnectionError as exc:
+            s = Settings.from_env(BUG_FLAGS)
+            if "rerun-on-ack-error" not in s.bugs:
+                # The record already says how the job ended; RQ's registries are only
+                # bookkeeping. RQ then quits, and the supervisor starts a new worker.
+                raise
+            # BUG rerun-on-ack-error: the broker never heard that the job finished, so
+            # the job is taken as not run: its record reopened and the job run again once
+            # the broker answers.
+            job_id, doc = job.args
+            log(s, f"{job_id}: acknowledgement failed ({exc}); running the job again")
+            _wait_for_broker(s)
+            record = Record(s.db_path)
+            record.reopen(job_id)
+            record.close()
+            flow.handle(job_id, doc)
+
+
+#: The bugs given on the command line (the worker class reads them when an ack fails).
+BUG_FLAGS: frozenset[str] = frozenset()
+
+
+def _wait_for_broker(s: Settings, within_s: float = 30.0) -> None:
+    connection = Redis.from_url(s.redis_url)
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            connection.ping()
+            return
+        except RedisConnectionError:
+            time.sleep(0.05)
+
 
 def _exit_now(signum: int, frame: object) -> None:
     sys.stderr.write(
@@ -47,7 +99,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bug", choices=BUGS, action="append", default=[])
     args = parser.parse_args()
-    s = Settings.from_env(frozenset(args.bug))
+    global BUG_FLAGS
+    BUG_FLAGS = frozenset(args.bug)
+    s = Settings.from_env(BUG_FLAGS)
     signal.signal(signal.SIGTERM, _exit_now)
     signal.signal(signal.SIGINT, _exit_now)
     record = Record(s.db_path)

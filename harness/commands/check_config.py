@@ -211,6 +211,9 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
             env[provider_kind_var(p.name)] = p.kind
         env[FAILPOINTS] = str(rendezvous.path)
         adapter = CommandAdapter(config, trial_dir=work)
+        if adapter.broker is not None:
+            adapter.broker.watchdog = watchdog
+        stack.callback(adapter.close)  # its broker, when it declares one
         adapter.setup()
         env[STATE_DIR] = str(adapter.state_dir)
         first = config.providers[0].name

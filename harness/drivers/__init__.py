@@ -19,12 +19,14 @@ only safe end is needs_review. Quiescence and the oracle are the trial's busines
     storm     three copies of one attempt: two stale, woken while the third owns the job
     upgrade   the recovering workers run the target's next release
     cancel    a job cancelled while its write is held at the provider
+    broker    the target's broker restarted in flight or with jobs queued
     registry  the table below: scenario (and point) -> driver
 """
 
 from __future__ import annotations
 
 from harness.drivers import (
+    broker,
     cancel,
     child,
     clock,
@@ -82,6 +84,7 @@ DRIVERS.register("redelivery_storm", storm.redelivery_storm)
 DRIVERS.register("child_killed", child.child_killed)
 DRIVERS.register("upgrade_during_recovery", upgrade.upgrade_during_recovery)
 DRIVERS.register("cancel_in_flight", cancel.cancel_in_flight)
+DRIVERS.register("broker_restart", broker.broker_restart)
 
 
 def driver_for(scenario: str, point: str) -> Driver:

@@ -38,14 +38,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from harness.brokers import Broker
 from harness.contract.env import FAILPOINTS, STATE_DIR, provider_env_var
 from harness.contract.errors import ConfigError
 from harness.history import Event
 from harness.observe import ProviderLog
 from harness.oracle import JobFinal
 from harness.targets.base import Redelivery, quiet_window_s
-from harness.targets.bounded import Overran, run_bounded
+from harness.targets.bounded import STDERR_TAIL_CHARS, Overran, run_bounded
 from harness.targets.bounded import stderr_tail as stderr_tail
+from harness.targets.broker_commands import trial_broker
 from harness.targets.command_lifecycle import LifecycleCommands
 from harness.targets.config import (
     CommandConfig,
@@ -57,12 +59,14 @@ from harness.targets.config import (
 
 # The schema used to live here; the run command still imports it from this module.
 __all__ = [
+    "STDERR_TAIL_CHARS",
     "CommandAdapter",
     "CommandConfig",
     "JobStatus",
     "ProviderDecl",
     "load_config",
     "restore_unsupported",
+    "stderr_tail",
 ]
 ENQUEUE_TIMEOUT_S = 10.0
 STATUS_TIMEOUT_S = 10.0
@@ -176,6 +180,12 @@ class CommandAdapter(LifecycleCommands):
         #: The last answer was "all final": the next one reads every job again.
         self._all_final = False
         self._snapshots = 0
+        #: The trial's own broker (``[target.broker]``), started with the trial. Outside
+        #: the state directory: a restore of the worker's state leaves the broker's queue
+        #: as it is, as it would a real one.
+        self.broker: Broker | None = trial_broker(
+            config.broker, trial_dir / "broker", config_path=config.path, resolve=self._abs
+        )
 
     def _abs(self, args: Iterable[str]) -> list[str]:
         out = []
@@ -209,6 +219,14 @@ class CommandAdapter(LifecycleCommands):
     def setup(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        if self.broker is not None:
+            self.broker.start()
+
+    def broker_env(self) -> dict[str, str]:
+        """``{[target.broker] env: its URL}`` for every process of the target."""
+        if self.broker is None or self.config.broker is None or not self.broker.port:
+            return {}
+        return {self.config.broker.env: self.broker.url}
 
     def attach_providers(self, providers: Sequence[ProviderLog], env: Mapping[str, str]) -> None:
         self._activity.attach(providers)
@@ -221,6 +239,7 @@ class CommandAdapter(LifecycleCommands):
         worker)."""
         env = {**(self.env or os.environ), **self._settings, STATE_DIR: str(self.state_dir)}
         env.pop(FAILPOINTS, None)
+        env.update(self.broker_env())
         return env | self.url_aliases(env)
 
     def enqueue(
@@ -348,6 +367,7 @@ class CommandAdapter(LifecycleCommands):
             STATE_DIR: str(self.state_dir),
             "CRASHPOINT_LEASE_TTL_S": str(lease_ttl_s),
             "CRASHPOINT_HTTP_TIMEOUT_S": str(http_timeout_s),
+            **self.broker_env(),
         }
         if self.config.max_attempts is not None:
             # The worker's own declared cap; without one it is told none (never ours).
@@ -467,4 +487,5 @@ class CommandAdapter(LifecycleCommands):
         self._went_active()
 
     def close(self) -> None:
-        return None
+        if self.broker is not None:
+            self.broker.close()

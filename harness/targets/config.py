@@ -20,6 +20,10 @@ status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
 sensitive_fields = ["customer_email"]  # optional: body fields holding secrets or personal data
 [target.ledger]                       # optional
 dsn = "sqlite:///state/ledger.db"
+[target.broker]                       # optional: a broker the harness starts per trial
+kind = "redis"                        # redis-server on 127.0.0.1, durable (broker_restart runs)
+env = "REDIS_URL"                     # the variable its URL goes in (or, instead of kind,
+                                      # start, stop and url: config_broker.py)
 [target.docker]                       # optional: --backend docker runs workers in this image
 build = "."                           # a directory with a Dockerfile (or image = "ref:tag")
 env = { LOG_LEVEL = "debug" }         # optional: added to the worker's CRASHPOINT_* variables
@@ -64,6 +68,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.contract.errors import ConfigError
+from harness.targets.config_broker import BrokerDecl as BrokerDecl
+from harness.targets.config_broker import BrokerSchema
 from harness.targets.config_docker import DOCKER_KEYS as DOCKER_KEYS
 from harness.targets.config_docker import DOCKERFILE as DOCKERFILE
 from harness.targets.config_docker import MOUNT_KEYS as MOUNT_KEYS
@@ -105,6 +111,7 @@ TARGET_KEYS = (
     "pool",
     "upgraded_command",
     "cancel",
+    "broker",
 )
 LEDGER_KEYS = ("dsn",)
 #: The only names a template may use; the harness fills them per job.
@@ -156,6 +163,8 @@ class CommandConfig:
     upgraded_command: tuple[str, ...] | None = None
     #: Cancels a job (a per-job template); None: the target's jobs cannot be cancelled.
     cancel: tuple[str, ...] | None = None
+    #: ``[target.broker]``: the broker started per trial; None: the target has none.
+    broker: BrokerDecl | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -232,7 +241,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML ({detail}); fix the syntax there") from None
 
 
-class _Schema(JobSchema, DockerSchema, ProviderSchema, FieldFaultSchema):
+class _Schema(JobSchema, DockerSchema, ProviderSchema, FieldFaultSchema, BrokerSchema):
     """Checks one whole document: ``[target]`` here, its parts in the mixins."""
 
     def config(self, data: Mapping[str, Any]) -> CommandConfig:
@@ -310,6 +319,7 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema, FieldFaultSchema):
             sensitive_fields=self.sensitive_fields(target),
             poll_s=poll,
             **self.field_faults(target),
+            broker=self.broker(target.get("broker")),
         )
 
     def argv(self, target: Mapping[str, Any], key: str) -> tuple[str, ...]:

@@ -52,15 +52,11 @@ class DockerConfig:
 class DockerSchema(TableReader):
     """The ``[target.docker]`` part of the schema."""
 
-    def docker(self, docker: object) -> DockerConfig | None:
+    def docker(self, value: object) -> DockerConfig | None:
+        docker = self.subtable(value, "docker", DOCKER_KEYS)
         if docker is None:
             return None
         where = "target.docker."
-        if not isinstance(docker, dict):
-            raise self.fail(
-                "target.docker", f"must be a table, got {shown(docker)}", "write [target.docker]"
-            )
-        self.known(docker, where, DOCKER_KEYS, label="[target.docker]")
         if "image" in docker and "build" in docker:
             raise self.fail(
                 "target.docker",

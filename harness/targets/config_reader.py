@@ -69,6 +69,17 @@ class TableReader:
                     f"{label} allows {', '.join(keys)}",
                 )
 
+    def subtable(self, value: object, key: str, keys: tuple[str, ...]) -> Mapping[str, Any] | None:
+        """``[target.KEY]`` checked to be a table of only ``keys``; None when absent."""
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self.fail(
+                f"target.{key}", f"must be a table, got {shown(value)}", f"write [target.{key}]"
+            )
+        self.known(value, f"target.{key}.", keys, label=f"[target.{key}]")
+        return value
+
     def string(
         self, table: Mapping[str, Any], where: str, key: str, *, example: str | None = None
     ) -> str:

@@ -143,6 +143,9 @@ class TrialState:
             self.rendezvous = Rendezvous(
                 str(self.dir / "failpoints.sock"), history=self.history, names=self.names.name_of
             )
+        broker = getattr(self.target, "broker", None)
+        if broker is not None:
+            broker.watchdog = self.watchdog  # a trial's broker goes with its workers
         with self.phases.timed("ledger"):
             self.target.setup()
         self.observer.watch_ledger(self.target)

@@ -55,12 +55,19 @@ BUGGY = [
         "nothing_lost",
     ),
     (RQ, "crashpoint-buggy-no-cap.toml", "provider_error_before_commit", "bounded_retries"),
+    # Reruns a job whose acknowledgement failed: only a broker that goes away shows it.
+    (RQ, "crashpoint-buggy-rerun-on-ack-error.toml", "broker_restart", "no_duplicate_effect"),
     (
         BULLMQ,
         "crashpoint-buggy-new-key-on-retry.toml",
         "crash_after_external_success",
         "no_duplicate_effect",
     ),
+    # Retries a refused write at once, within its cap: only the declared backoff shows it.
+    (BULLMQ, "crashpoint-buggy-no-backoff.toml", "retry_backoff", "min_backoff"),
+    # Asks whether the job ended, not whether its lease holds: only stale copies woken
+    # while a third owns the job show it.
+    (BULLMQ, "crashpoint-buggy-done-check.toml", "redelivery_storm", "no_duplicate_effect"),
     (
         MCP,
         "crashpoint-buggy-retry-without-lookup.toml",
@@ -181,6 +188,7 @@ def test_the_mcp_agent_holds_the_whole_matrix(
         "child_killed",  # it runs no pool
         "upgrade_during_recovery",
         "cancel_in_flight",
+        "broker_restart",  # nor a broker
     }
     ran = doc["trials"]
     not_held = [

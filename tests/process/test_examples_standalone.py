@@ -525,6 +525,9 @@ def test_every_example_declares_what_the_matrix_needs() -> None:
             assert "{job_id}" in target["status"], path
             kinds = {p["name"]: p["kind"] for p in doc["providers"]}
             assert kinds == {"billing": "idempotent", "mailer": "plain"}, path
+            if example is not NODE:
+                # A broker of their own per trial, which broker_restart restarts.
+                assert target["broker"] == {"kind": "redis", "env": "REDIS_URL"}, path
         assert (EXAMPLES / example.name / "README.md").is_file()
 
 

@@ -209,6 +209,7 @@ def test_a_command_target_leaves_out_only_the_ledger_link_outbox_and_pool_scenar
         "child_killed",
         "upgrade_during_recovery",
         "cancel_in_flight",
+        "broker_restart",
     }
     for key, reason in skipped.items():
         if key.startswith("relay_crash_after_send."):
@@ -219,6 +220,8 @@ def test_a_command_target_leaves_out_only_the_ledger_link_outbox_and_pool_scenar
             assert "declare [target] upgraded_command" in reason
         elif key.startswith("cancel_in_flight."):
             assert "declare [target] cancel" in reason
+        elif key.startswith("broker_restart."):
+            assert "the target declares none (declare [target.broker]" in reason
         else:
             assert "only the reference target" in reason
 
@@ -269,6 +272,18 @@ def test_a_declared_upgrade_and_cancel_run_their_rows() -> None:
     declared = _command(upgraded_command=("python3", "worker.py", "--v2"), cancel=("c", "{job_id}"))
     rows = ("upgrade_during_recovery.", "cancel_in_flight.")
     assert not [k for k in _skips(declared) if k.startswith(rows)]
+
+
+def test_a_declared_broker_runs_broker_restart_and_the_reference_has_none() -> None:
+    from harness.applicable import split
+    from harness.targets.config import BrokerDecl
+
+    redis = BrokerDecl(kind="redis", env="REDIS_URL")
+    assert not [k for k in _skips(_command(broker=redis)) if k.startswith("broker_restart.")]
+    every = cells(ledger="sqlite")
+    _, left_out = split(every, None)
+    assert {k.split(".")[0] for k in left_out} == {"broker_restart"}
+    assert all("the reference worker's queue is its ledger" in r for r in left_out.values())
 
 
 def test_a_postgres_ledger_of_a_command_target_is_not_restored() -> None:

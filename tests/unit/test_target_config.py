@@ -117,6 +117,28 @@ def test_a_declared_backoff_reaches_the_oracle_facts(tmp_path: Path) -> None:
     assert CommandAdapter(config, trial_dir=tmp_path / "t").min_backoff_s == 0.2
 
 
+def test_a_declared_broker_names_the_variable_its_url_goes_in(tmp_path: Path) -> None:
+    broker = '[target.broker]\nkind = "redis"\nenv = "REDIS_URL"\n\n[target.ledger]'
+    config = load_config(write(tmp_path, edited("[target.ledger]", broker)))
+    assert config.broker is not None
+    assert (config.broker.kind, config.broker.env) == ("redis", "REDIS_URL")
+    assert load_config(write(tmp_path, GOOD)).broker is None
+    # No broker is started before the trial sets the target up, and none is named.
+    assert CommandAdapter(config, trial_dir=tmp_path / "t").broker_env() == {}
+
+
+def test_a_broker_of_the_targets_own_is_its_commands(tmp_path: Path) -> None:
+    own = (
+        '[target.broker]\nstart = ["./b.sh", "start", "{port}", "{data_dir}"]\n'
+        'stop = ["./b.sh", "stop", "{port}", "{signal}"]\n'
+        'url = "redis://127.0.0.1:{port}/0"\nenv = "REDIS_URL"\n\n[target.ledger]'
+    )
+    broker = load_config(write(tmp_path, edited("[target.ledger]", own))).broker
+    assert broker is not None
+    assert (broker.kind, broker.url) == ("command", "redis://127.0.0.1:{port}/0")
+    assert broker.stop == ("./b.sh", "stop", "{port}", "{signal}")
+
+
 def test_a_declared_pool_is_kept(tmp_path: Path) -> None:
     path = write(tmp_path, edited("lease_ttl_s = 0.5", "lease_ttl_s = 0.5\npool = true"))
     assert load_config(path).pool is True
@@ -432,6 +454,68 @@ MISTAKES = [
         ("lease_ttl_s = 0.5", 'lease_ttl_s = 0.5\ncancel = ["python3", "cancel.py"]'),
         "target.cancel never says which job",
         '{job_id} or {payload_file}, for example cancel = ["node", "cancel.js", "{job_id}"]',
+    ),
+    (
+        "broker-unknown-kind",
+        (
+            "[target.ledger]",
+            '[target.broker]\nkind = "rabbitmq"\nenv = "AMQP_URL"\n[target.ledger]',
+        ),
+        'target.broker.kind "rabbitmq" is not a broker the harness can start',
+        'write kind = "redis"',
+    ),
+    (
+        "broker-without-env",
+        ("[target.ledger]", '[target.broker]\nkind = "redis"\n[target.ledger]'),
+        "target.broker.env is missing",
+        'add env = "REDIS_URL"',
+    ),
+    (
+        "broker-env-of-the-harness",
+        (
+            "[target.ledger]",
+            '[target.broker]\nkind = "redis"\nenv = "CRASHPOINT_STATE_DIR"\n[target.ledger]',
+        ),
+        'target.broker.env "CRASHPOINT_STATE_DIR" is not a variable the broker\'s URL can go in',
+        "not CRASHPOINT_*",
+    ),
+    (
+        "broker-kind-and-commands",
+        (
+            "[target.ledger]",
+            '[target.broker]\nkind = "redis"\nenv = "R"\nstart = ["s"]\nstop = ["s"]\n'
+            'url = "u"\n[target.ledger]',
+        ),
+        "target.broker mixes a kind the harness starts with commands of its own",
+        'keep kind = "redis", or give start, stop and url without kind',
+    ),
+    (
+        "broker-commands-without-url",
+        (
+            "[target.ledger]",
+            '[target.broker]\nenv = "R"\nstart = ["s"]\nstop = ["s"]\n[target.ledger]',
+        ),
+        "target.broker has start, stop but not all of start, stop and url",
+        "give start, stop and url without kind",
+    ),
+    (
+        "broker-start-with-signal",
+        (
+            "[target.ledger]",
+            '[target.broker]\nenv = "R"\nstart = ["s", "{signal}"]\nstop = ["s"]\n'
+            'url = "u"\n[target.ledger]',
+        ),
+        'target.broker.start has unknown placeholder {signal} in "{signal}"',
+        "use {port}, {data_dir}",
+    ),
+    (
+        "broker-unknown-key",
+        (
+            "[target.ledger]",
+            '[target.broker]\nkind = "redis"\nenv = "R"\nport = 1\n[target.ledger]',
+        ),
+        "target.broker.port is not a known key",
+        "[target.broker] allows kind, env, start, stop, url",
     ),
     (
         "max-attempts-zero",

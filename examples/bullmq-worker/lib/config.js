@@ -4,7 +4,7 @@
 const crypto = require('crypto');
 const path = require('path');
 
-const BUGS = ['new-key-on-retry'];
+const BUGS = ['new-key-on-retry', 'no-backoff', 'done-check'];
 // The two calls of one job, in order, and the kind each provider has unless told.
 const PLAN = ['billing', 'mailer'];
 const DEFAULT_KINDS = { billing: 'idempotent', mailer: 'plain' };

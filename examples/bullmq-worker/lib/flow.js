@@ -37,8 +37,12 @@ function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+// 100 ms, then doubling, at most a third of a lease: the least it waits after a refused
+// write is what crashpoint.toml declares (min_backoff_s = 0.1).
+const FIRST_BACKOFF_MS = 100;
+
 function backoff(n) {
-  return sleep(Math.min(config.leaseMs / 3, 25 * 2 ** Math.max(0, n - 1)));
+  return sleep(Math.min(config.leaseMs / 3, FIRST_BACKOFF_MS * 2 ** Math.max(0, n - 1)));
 }
 
 function keyOf(p, job, sends) {
@@ -168,7 +172,15 @@ async function call(r, p) {
     Object.assign(step, { key, state: 'submitted', sends: step.sends + 1 });
     await r.save(`the write to ${p.name}`); // key and count durable before the call
     await boundary('before_external_call');
-    await r.lease.ensure(`the write to ${p.name}`);
+    if (bugs.has('done-check')) {
+      // BUG done-check: asks whether the job has ended instead of whether its lease still
+      // holds (a delivery redelivered each lock window runs as several copies at once).
+      if (record.FINAL.includes(record.read(r.job).state)) {
+        throw new LeaseLost(`${r.job}: ended by another copy`);
+      }
+    } else {
+      await r.lease.ensure(`the write to ${p.name}`);
+    }
     const sent = await providers.write(p, r.rec.doc.body || {}, key, r.lease.token);
     log(`${job}: ${p.name} write ${step.sends}: ${sent.kind} (${sent.detail})`);
     last = sent.detail;
@@ -183,7 +195,9 @@ async function call(r, p) {
       await backoff(1);
     } else if (sent.kind === 'failed') {
       failures += 1;
-      await backoff(failures);
+      // BUG no-backoff: a refused write is retried at once (BullMQ's own retries have no
+      // backoff unless one is set), within the cap but as fast as the provider answers.
+      if (!bugs.has('no-backoff')) await backoff(failures);
     } else if (sent.kind === 'conflict') {
       return ['review', `${p.name}: ${sent.detail}`];
     } else {

@@ -97,6 +97,18 @@ class Record:
 
     # -- the queue side --------------------------------------------------------------
 
+    def reopen(self, job_id: str) -> None:
+        """BUG rerun-on-ack-error: the job's end undone (its calls forgotten), as if the
+        broker's acknowledgement, not this record, said whether the job ran."""
+        now = time.time()
+        with self.tx() as db:
+            db.execute(
+                "UPDATE jobs SET state = 'queued', owner = NULL, lease_expires = 0,"
+                " updated_at = ? WHERE job_id = ?",
+                (now, job_id),
+            )
+            db.execute("DELETE FROM steps WHERE job_id = ?", (job_id,))
+
     def add(self, job_id: str, doc: dict[str, Any]) -> bool:
         """Record a job (once: a job id seen before keeps its record); True if new."""
         now = time.time()

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-BUGS = ("close-without-effect", "new-key-on-retry", "no-cap")
+BUGS = ("close-without-effect", "new-key-on-retry", "no-cap", "rerun-on-ack-error")
 #: The retry cap the no-cap bug uses whatever the worker declared.
 NO_CAP_WRITES = 6
 #: The two calls of one job, in order, and the kind each provider has unless told.
