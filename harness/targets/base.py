@@ -72,6 +72,9 @@ class TargetAdapter(Protocol):
     #: queue redelivers by a window of its own rather than by the lease its workers renew
     #: (``[target] visibility_s``); None: the lease is the window.
     visibility_s: float | None
+    #: Jobs whose last delivery the target's queue refused as one it already holds (its
+    #: enqueue command printed ``{"queued": false}``): a duplicate it deduplicated.
+    refused: set[str]
 
     def providers(self, kind: str) -> Sequence[tuple[str, str]]:
         """``(name, kind)`` of every provider the workers call; ``kind`` is the cell's,

@@ -45,6 +45,7 @@ from harness.observe import ProviderLog
 from harness.oracle import JobFinal
 from harness.targets.base import Redelivery, quiet_window_s
 from harness.targets.bounded import Overran, run_bounded
+from harness.targets.command_output import refused_line, stderr_tail
 from harness.targets.config import (
     CommandConfig,
     JobStatus,
@@ -174,6 +175,7 @@ class CommandAdapter:
         #: The last answer was "all final": the next one reads every job again.
         self._all_final = False
         self._snapshots = 0
+        self.refused: set[str] = set()
 
     def _abs(self, args: Iterable[str]) -> list[str]:
         out = []
@@ -235,7 +237,7 @@ class CommandAdapter:
             # A multi-step job: each step's effect at its own provider, in this order.
             doc["steps"] = [{"name": name, "provider": p} for name, p in steps]
         payload.write_text(json.dumps(doc))
-        self._run(
+        done = self._run(
             "enqueue",
             self.config.enqueue,
             job_id,
@@ -243,6 +245,10 @@ class CommandAdapter:
             timeout_s=ENQUEUE_TIMEOUT_S,
             fix="make it exit 0 once the job is queued",
         )
+        if refused_line(done.stdout):
+            self.refused.add(job_id)
+        else:
+            self.refused.discard(job_id)
         self._went_active()
 
     def redeliver(
@@ -466,19 +472,3 @@ class CommandAdapter:
 
     def close(self) -> None:
         return None
-
-
-#: How much of a failing command's stderr its one-line error carries.
-STDERR_TAIL_LINES = 3
-STDERR_TAIL_CHARS = 400
-
-
-def stderr_tail(stderr: bytes) -> str:
-    """`` (stderr: ...)`` with the last non-empty lines joined by `` | ``, on one line."""
-    lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines() if ln.strip()]
-    if not lines:
-        return " (nothing on stderr)"
-    tail = " | ".join(lines[-STDERR_TAIL_LINES:])
-    if len(tail) > STDERR_TAIL_CHARS:
-        tail = "..." + tail[-STDERR_TAIL_CHARS:]
-    return f" (stderr, last lines: {tail})"

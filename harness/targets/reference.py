@@ -47,6 +47,8 @@ class ReferenceAdapter:
     provider_name = "svc"
     #: A second delivery reaches a second consumer with a ledger of its own.
     redelivery: Redelivery = "second_consumer"
+    #: Its duplicates go to a second consumer, which never refuses them.
+    refused: set[str] = frozenset()  # type: ignore[assignment]
     #: The reference runs the multi-step job the table describes.
     steps: tuple[tuple[str, str], ...] = ()
     #: The reference's job bodies carry nothing secret.
