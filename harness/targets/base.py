@@ -115,7 +115,9 @@ class TargetAdapter(Protocol):
         False when the target had no completed job to deliver."""
         ...
 
-    def worker_argv(self) -> Sequence[str]: ...
+    def worker_argv(self, role: str | None = None) -> Sequence[str]:
+        """The argv of one worker (``role="relay"``: of the target's outbox relay)."""
+        ...
 
     def worker_env(
         self,

@@ -329,10 +329,12 @@ class CommandAdapter:
             f"{self.config.path}: target.{key} command `{shlex.join(argv)}` {what}{said}; {fix}"
         )
 
-    def worker_argv(self) -> list[str]:
+    def worker_argv(self, role: str | None = None) -> list[str]:
+        """The worker's ``command``, or (``role="relay"``) its declared ``relay``."""
+        argv = self.config.relay if role == "relay" and self.config.relay else self.config.command
         if self.in_image:
-            return list(self.config.command)
-        return self._abs(self.config.command)
+            return list(argv)
+        return self._abs(argv)
 
     def worker_env(
         self,

@@ -101,6 +101,7 @@ TARGET_KEYS = (
     "min_backoff_s",
     "visibility_s",
     "pool",
+    "relay",
 )
 LEDGER_KEYS = ("dsn",)
 #: The only names a template may use; the harness fills them per job.
@@ -148,6 +149,9 @@ class CommandConfig:
     visibility_s: float | None = None
     #: Each worker is a pool's parent whose children run the jobs (child_killed runs).
     pool: bool = False
+    #: The argv of the worker's outbox relay, a second process kind; None: it has none,
+    #: and the relay row does not apply.
+    relay: tuple[str, ...] | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -301,6 +305,7 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema, FieldFaultSchema):
             steps=self.steps(target.get("steps"), providers),
             sensitive_fields=self.sensitive_fields(target),
             poll_s=poll,
+            relay=self.argv(target, "relay") if "relay" in target else None,
             **self.field_faults(target),
         )
 

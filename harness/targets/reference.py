@@ -118,7 +118,9 @@ class ReferenceAdapter:
         del provider, body, steps
         return self.target.redeliver(job_id)
 
-    def worker_argv(self) -> list[str]:
+    def worker_argv(self, role: str | None = None) -> list[str]:
+        # One program for both: CRASHPOINT_ROLE tells the relay it is one.
+        del role
         return self.target.worker_argv()
 
     def worker_env(

@@ -164,7 +164,7 @@ def test_the_mcp_agent_holds_the_whole_matrix(
         timeout_s=MCP_MATRIX_TIMEOUT_S,
     )
     doc = results(out)
-    # The outbox relay is the reference worker's own row, and the agent runs no pool: both
+    # The agent declares no outbox relay and runs no pool: both
     # left out of the agent's matrix, listed once, never run.
     left_out = [c for g in doc["not_applicable"] for c in g["cells"]]
     assert {c.split(".")[0] for c in left_out} == {
