@@ -43,6 +43,7 @@ def mailer_trials(
         args += ["--scenario", scenario, "--point", point]
     done = run([*args, "--out", str(out)], scratch)
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    (out / "stdout.txt").write_text(done.stdout + done.stderr)
     assert leftovers(scratch) == []
     # --scenario and --point select their product: keep the cells asked for.
     trials = [t for t in results(out)["trials"] if (t["scenario"], t["injection_point"]) in cells]
@@ -110,3 +111,7 @@ def test_a_kill_at_a_step_crashpoint_cannot_place_says_where_it_landed(
     page = next((tmp_path / "trials").glob("crash_after_external_success*.html")).read_text()
     assert "reached at billing, not mailer" in page
     assert "failpoint: exact" not in page
+    # The terminal names them too.
+    said_there = " ".join((tmp_path / "stdout.txt").read_text().split())
+    assert "2 cell(s) did not exercise what they name:" in said_there
+    assert "reached at billing, not mailer" in said_there

@@ -89,3 +89,18 @@ def test_an_enqueue_says_it_refused_with_one_json_line() -> None:
     assert not refused_line(b'{"queued": true}\n')
     assert not refused_line(b"")
     assert not refused_line(b"false\n[1]\n")
+
+
+def test_the_terminal_names_the_cells_that_did_not_exercise_what_they_name() -> None:
+    from harness.commands.console import not_as_named
+
+    trials = [
+        {"id": "a", "exercised": "p at mailer: reached at that boundary (failpoint: exact)"},
+        {"id": "b", "exercised": "reached at billing, not mailer: ..."},
+        {"id": "c", "exercised": "not exercised: no worker took up ..."},
+        {"id": "d", "exercised": "held: the queue refused the duplicate ..."},
+        {"id": "e"},
+    ]
+    lines = not_as_named(trials)
+    assert lines[0] == "2 cell(s) did not exercise what they name:"
+    assert [line.split(":")[0].strip() for line in lines[1:]] == ["b", "c"]
