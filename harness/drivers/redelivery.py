@@ -230,7 +230,9 @@ class _Round:
         trial = self.trial
         assert trial.target is not None
         if trial.refused(self.job):
-            # A queue that deduplicates a job it already holds protects it: the same
+            if not self.landed_in_flight():
+                return False  # refused as a job that ended (or not yet begun): again
+            # A queue that deduplicates a job it holds in flight protects it: the same
             # word for every target, and no gap (--strict passes it).
             trial.reached, trial.reached_by, trial.exercised = True, None, refused(self.job)
             return True

@@ -124,7 +124,9 @@ max_attempts = 6""",
     assert taken[0] - release > 3.0, (release, taken)
 
 
-def dropping_queue(tmp_path: Path, *, slow: bool = False, flag: str = "--drop-known") -> Path:
+def dropping_queue(
+    tmp_path: Path, *, slow: bool = False, flag: str = "--drop-known", lease_s: float = 0.6
+) -> Path:
     """pyqueue behind an enqueue command that ignores a job it already holds (``flag``),
     slower than half its lease when ``slow``."""
     enqueue = f'"python3", "{PYQUEUE / "enqueue.py"}", "{{job_id}}", "{{payload_file}}"'
@@ -135,7 +137,7 @@ def dropping_queue(tmp_path: Path, *, slow: bool = False, flag: str = "--drop-kn
         tmp_path / "crashpoint.toml",
         "pyqueue-drops-redeliveries",
         f"""command = ["python3", "{PYQUEUE / "worker.py"}"]
-lease_ttl_s = 0.6
+lease_ttl_s = {lease_s}
 enqueue = [{enqueue}, "{flag}"]
 status = ["python3", "{PYQUEUE / "status.py"}", "{{job_id}}"]
 max_attempts = 6""",
@@ -169,7 +171,10 @@ def test_a_queue_that_drops_a_job_it_holds_says_the_cell_was_not_exercised(
 def test_a_queue_that_refuses_a_duplicate_and_says_so_holds_in_those_words(
     scratch: Path, tmp_path: Path
 ) -> None:
-    toml = dropping_queue(tmp_path, flag="--refuse-known")
+    # A refusal counts when it lands while the first attempt is in flight (one that lands
+    # after the job ended is played again): a lease long enough for a loaded machine's
+    # enqueue command to land within the half lease the first request is held for.
+    toml = dropping_queue(tmp_path, flag="--refuse-known", lease_s=2.0)
     out = tmp_path / "out"
     trial = the_cell(toml, scratch, out)
     assert (trial["verdict"], trial["reached"]) == ("held", True), trial["reason"]
