@@ -45,10 +45,10 @@ def why_not(command: CommandConfig | None, cell: Cell) -> str | None:
             f"{scenario.name} faults the link to a ledger the harness can put a proxy in "
             "front of; only the reference target has one"
         )
-    if scenario.needs_outbox:
+    if scenario.needs_outbox and command.relay is None:
         return (
-            f"{scenario.name} runs the reference worker's outbox relay as a second process "
-            "kind; a command target declares no relay"
+            f"{scenario.name} kills the target's outbox relay, a second process kind; this "
+            'target declares none ([target] relay = ["node", "relay.js"])'
         )
     if scenario.wall_clock and command.docker is None:
         # Under docker the program is the image's; the trial's own look at the process

@@ -19,7 +19,7 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from harness.contract.errors import ConfigError
@@ -55,9 +55,13 @@ class Rendezvous:
         history: History | None = None,
         *,
         names: Callable[[int | None, int | None], str | None] | None = None,
+        step_providers: Mapping[str, str] | None = None,
     ) -> None:
         """``names`` maps a hit's (pid, peer pid) to its worker's name, for hits whose
-        line carries no ``worker`` (see :class:`harness.lanes.WorkerNames`)."""
+        line carries no ``worker`` (see :class:`harness.lanes.WorkerNames`);
+        ``step_providers`` maps a line's ``step`` to the provider it calls, for lines
+        that name no ``provider`` (a declared step's, or a step named after its
+        provider)."""
         self.path = Path(path)
         if len(os.fsencode(self.path)) > _MAX_SOCKET_PATH:
             raise ConfigError(
@@ -67,6 +71,7 @@ class Rendezvous:
             )
         self._history = history
         self._names = names
+        self._step_providers = dict(step_providers or {})
         self._holds = Holds()
         self._hits: list[Hit] = []
         self._hits_lock = threading.Lock()
@@ -99,10 +104,12 @@ class Rendezvous:
         attempt: int | None = None,
         times: int = 1,
         step: str | None = None,
+        provider: str | None = None,
     ) -> Gate:
         """Arm a hold: the next ``times`` matching hits wait until resumed (``step``: only
-        hits at that step of a multi-step job)."""
-        return self._holds.arm(point, job, attempt, times, step)
+        hits at that step of a multi-step job; ``provider``: no hit that names another
+        provider)."""
+        return self._holds.arm(point, job, attempt, times, step, provider)
 
     def disarm(self, gate: Gate) -> None:
         """Stop holding for ``gate``. Hits taken with :meth:`Gate.wait` stay held until
@@ -221,7 +228,8 @@ class Rendezvous:
         if worker is None and self._names is not None:
             worker = self._names(pid, conn.peer_pid)
         step = msg.step
-        gate = self._holds.claim(point, job, attempt, step)
+        provider = msg.provider or self._step_providers.get(step or "")
+        gate = self._holds.claim(point, job, attempt, step, provider)
         hit = Hit(
             point,
             job,
@@ -233,6 +241,7 @@ class Rendezvous:
             peer_pid=conn.peer_pid,
             source=f"worker:{worker or pid}",
             step=step,
+            provider=provider,
         )
         with self._hits_lock:
             self._hits.append(hit)
@@ -247,6 +256,7 @@ class Rendezvous:
                 held=hit.held,
                 peer_pid=conn.peer_pid,
                 **({} if step is None else {"step": step}),
+                **({} if provider is None else {"provider": provider}),
             )
         if gate is None:
             hit._resumed = True

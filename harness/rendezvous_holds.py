@@ -71,6 +71,9 @@ class Hit:
     _resumed: bool = field(default=False, repr=False, compare=False)
     #: The step of a multi-step job the boundary belongs to (the line's ``step``), or None.
     step: str | None = None
+    #: The declared provider the boundary's call goes to, as the line named it (its
+    #: ``provider``, or a ``step`` of a known provider); None: the line did not say.
+    provider: str | None = None
 
     def resume(self, action: str = "continue") -> bool:
         """Let the worker go on; ``False`` if it had already disconnected (killed)."""
@@ -103,11 +106,13 @@ class Gate:
         attempt: int | None,
         times: int,
         step: str | None = None,
+        provider: str | None = None,
     ) -> None:
         self.point = point
         self.job = job
         self.attempt = attempt
         self.step = step
+        self.provider = provider
         self.remaining = times
         self.hits: list[Hit] = []
         self._queue: deque[Hit] = deque()
@@ -116,14 +121,24 @@ class Gate:
         self._closed = False
 
     def matches(
-        self, point: str, job: str | None, attempt: int | None, step: str | None = None
+        self,
+        point: str,
+        job: str | None,
+        attempt: int | None,
+        step: str | None = None,
+        provider: str | None = None,
     ) -> bool:
+        """A hit that names another provider is not this gate's: a job that calls
+        billing, then mailer, reaches each boundary once per provider, and a mailer
+        cell's kill belongs at mailer's. A hit that names none is matched, as before:
+        a single-step job's line need not say (the trial then reads where it landed)."""
         return (
             self.remaining > 0
             and point == self.point
             and (self.job is None or job == self.job)
             and (self.attempt is None or attempt == self.attempt)
             and (self.step is None or step == self.step)
+            and (self.provider is None or provider is None or provider == self.provider)
         )
 
     def deliver(self, hit: Hit) -> bool:
@@ -158,7 +173,8 @@ class Gate:
 
     def describe(self) -> str:
         where = f"{self.point} job={self.job} attempt={self.attempt}"
-        return where if self.step is None else f"{where} step={self.step}"
+        where = where if self.step is None else f"{where} step={self.step}"
+        return where if self.provider is None else f"{where} provider={self.provider}"
 
 
 class Holds:
@@ -175,21 +191,27 @@ class Holds:
         attempt: int | None,
         times: int,
         step: str | None = None,
+        provider: str | None = None,
     ) -> Gate:
         if times < 1:
             raise ConfigError(f"a hold needs times >= 1, got times={times!r}")
-        gate = Gate(point, job, attempt, times, step)
+        gate = Gate(point, job, attempt, times, step, provider)
         with self._lock:
             self._gates.append(gate)
         return gate
 
     def claim(
-        self, point: str, job: str | None, attempt: int | None, step: str | None = None
+        self,
+        point: str,
+        job: str | None,
+        attempt: int | None,
+        step: str | None = None,
+        provider: str | None = None,
     ) -> Gate | None:
         """The first armed gate matching this hit, with one use consumed."""
         with self._lock:
             for gate in self._gates:
-                if gate.matches(point, job, attempt, step):
+                if gate.matches(point, job, attempt, step, provider):
                     gate.remaining -= 1
                     if gate.remaining == 0:
                         self._gates.remove(gate)

@@ -20,6 +20,7 @@ from typing import Any
 from harness.contract.errors import CrashpointError, Inconclusive
 from harness.contract.vocabulary import Verdict
 from harness.history import Event
+from harness.landing import exercised
 from harness.oracle import Judgement, Violation, judge, warning_json
 from harness.oracle.stored import facts_to_json
 from harness.plan import Cell
@@ -68,6 +69,8 @@ class TrialResult:
     #: Where the trial's state directory was kept (``--keep-state``, a trial that did not
     #: hold); None: removed with the trial.
     state_dir: str | None = None
+    #: What the cell exercised, in one sentence (:mod:`harness.landing`); None: nothing.
+    exercised: str | None = None
 
     def to_json(self, replay: str) -> dict[str, Any]:
         c = self.cell
@@ -84,6 +87,7 @@ class TrialResult:
             "verdict": self.verdict,
             "reached": self.reached,
             "reached_by": self.reached_by,
+            "exercised": self.exercised,
             "containment": self.containment,
             "reason": self.reason,
             "unjudged": dict(self.unjudged),
@@ -235,6 +239,22 @@ def _result(
         review=list(judged.review),
         facts=stored,
         state_dir=str(trial.kept_state) if trial.kept_state is not None else None,
+        exercised=exercised_by(trial, events),
+    )
+
+
+def exercised_by(trial: Trial, events: list[Event]) -> str:
+    """What the trial exercised: its driver's word, else how its injection was reached."""
+    if not trial.reached:
+        return trial.exercised or f"not exercised: {trial.cell.point} was not reached"
+    return exercised(
+        events,
+        point=trial.cell.point,
+        provider=trial.provider_name,
+        # A multi-step job's hits are at every step by design: no landing to question.
+        providers=0 if trial.steps else len(trial.providers),
+        reached_by=trial.reached_by,
+        said=trial.exercised,
     )
 
 

@@ -126,6 +126,13 @@ class Trial:
         return how if isinstance(how, str) else None
 
     @property
+    def exercised(self) -> str | None:
+        """What the cell exercised, in one sentence (where its kill landed, a duplicate
+        the queue refused); None in documents written before it was recorded."""
+        said = self.extra.get("exercised")
+        return said if isinstance(said, str) else None
+
+    @property
     def containment(self) -> str | None:
         """How the workers' trees were contained (``cgroup2``, ``process_group``,
         ``container``); None in documents written before it was recorded."""

@@ -10,7 +10,8 @@
 //
 // A later enqueue of a job that has not ended is a redelivery, as a real queue's
 // at-least-once delivery would make it: a message in queue/deliveries/ that some worker
-// picks up (see claim() in worker.js). Of a job that ended it is dropped.
+// picks up (see claim() in worker.js). Of a job that ended it is dropped, and it says so
+// on stdout with {"queued": false}.
 
 const fs = require('fs');
 const queue = require('./queue');
@@ -44,6 +45,8 @@ function main(argv) {
     if (err.code === 'EEXIST') {
       if (queue.ended(jobId)) {
         process.stderr.write(`enqueue: ${jobId} already ended; nothing to do\n`);
+        // The one line crashpoint reads: this queue refused a job it already holds.
+        process.stdout.write('{"queued": false}\n');
         return;
       }
       queue.redeliver(jobId);

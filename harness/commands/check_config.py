@@ -25,12 +25,14 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from harness.commands.check_lines import FAIL, GLYPHS, OK, SKIP, WARN, Line
+from harness.commands.check_orders import Orders, exercise_orders, order_lines
 from harness.commands.console import stdout
 from harness.commands.init_plan import FIRST_SCENARIO, PLACEHOLDER
 from harness.contract.env import (
@@ -66,31 +68,6 @@ _WRITE_PATH = {"idempotent": "/v1/effects", "plain": "/v1/sends", "unqueryable":
 _TOOL = {"idempotent": "create_ticket", "plain": "send_message", "unqueryable": "send_message"}
 
 
-Mark = Literal["ok", "fail", "warn", "skip"]
-OK: Mark = "ok"
-#: Something to fix before a run can say anything: check-config exits 2.
-FAIL: Mark = "fail"
-#: A run works, but some cells will come out inconclusive.
-WARN: Mark = "warn"
-#: Optional and not declared.
-SKIP: Mark = "skip"
-_GLYPHS: dict[Mark, tuple[str, str]] = {
-    OK: ("✓", "green"),
-    FAIL: ("✗", "bold red"),
-    WARN: ("!", "yellow"),
-    SKIP: ("-", "dim"),
-}
-
-
-@dataclass(frozen=True)
-class Line:
-    """One finding, and what to do about it."""
-
-    mark: Mark
-    text: str
-    fix: str = ""
-
-
 @dataclass
 class Seen:
     """What one watched start of the worker showed; everything :func:`judge` needs."""
@@ -112,6 +89,9 @@ class Seen:
     #: Persona provider name -> every request the worker sent it, as ``(method, path,
     #: status)``: a path the persona does not serve is recorded nowhere else.
     tapped: dict[str, list[Any]] = field(default_factory=dict)
+    #: What the commands did when called in the harness's other orders (status before
+    #: the first enqueue, the same job enqueued twice before any worker).
+    orders: Orders = field(default_factory=Orders)
 
 
 def check_config_command(
@@ -226,7 +206,9 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
         )
         worker_env |= adapter.url_aliases(worker_env)
         try:
-            adapter.enqueue(JOB, first, {"job_id": JOB, "amount_cents": 4200})
+            seen.orders = exercise_orders(
+                adapter, JOB, first, {"job_id": JOB, "amount_cents": 4200}
+            )
         except ConfigError as exc:
             seen.enqueue_error = str(exc)
             return seen
@@ -253,7 +235,7 @@ def judge(seen: Seen) -> list[Line]:
     first = config.providers[0]
     if seen.enqueue_error is not None:
         return [Line(FAIL, seen.enqueue_error)]
-    lines: list[Line] = [Line(OK, f"enqueue queued job {JOB}")]
+    lines: list[Line] = order_lines(seen.orders, JOB, status=config.status is not None)
     if seen.worker_exit not in (None, 0):
         said = f"; its stderr ends: {seen.worker_log}" if seen.worker_log else ""
         lines.append(
@@ -467,7 +449,7 @@ def report_lines(console: Console, lines: Sequence[Line], config: CommandConfig)
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold")  # wrapped text stays right of its mark
     for line in lines:
-        glyph, style = _GLYPHS[line.mark]
+        glyph, style = GLYPHS[line.mark]
         text = Text(line.text)
         if line.fix and line.mark in (FAIL, WARN):
             text.append(f"\nfix: {line.fix}", style="yellow")

@@ -108,6 +108,8 @@ def print_summary(doc: Mapping[str, Any], out: Path, *, to: Console | None = Non
     )
     if s.get("warnings"):
         to.print(f"[yellow]{s['warnings']} warnings[/] (they break no invariant; see the report)")
+    for aside in not_as_named(doc["trials"]):
+        to.print(aside, markup=False, highlight=False, soft_wrap=True)
     stop = doc.get("interrupted")
     if stop:
         to.print(
@@ -120,6 +122,25 @@ def print_summary(doc: Mapping[str, Any], out: Path, *, to: Console | None = Non
     report = out / "index.html"
     where = report if report.exists() else out / "results.json"
     to.print(f"report: {where}", markup=False, highlight=False, soft_wrap=True)
+
+
+#: How a trial's ``exercised`` begins when the cell did not exercise what it names.
+_ASIDE = ("not exercised", "reached at ", "landed at ")
+#: The most such cells named one by one; the report has the rest.
+_ASIDE_SHOWN = 5
+
+
+def not_as_named(trials: list[Mapping[str, Any]]) -> list[str]:
+    """The cells whose fault did not land where their name says (a kill at another
+    provider's boundary, a redelivery nobody took up), each with where it did."""
+    aside = [t for t in trials if str(t.get("exercised") or "").startswith(_ASIDE)]
+    if not aside:
+        return []
+    lines = [f"{len(aside)} cell(s) did not exercise what they name:"]
+    lines += [f"  {t['id']}: {t['exercised']}" for t in aside[:_ASIDE_SHOWN]]
+    if len(aside) > _ASIDE_SHOWN:
+        lines.append(f"  and {len(aside) - _ASIDE_SHOWN} more (see the report)")
+    return lines
 
 
 #: The summary table's columns besides the trial id (verdict, violations, seconds) and

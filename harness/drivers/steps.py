@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from harness.contract.errors import Inconclusive
+from harness.drivers.delivery_words import not_taken_up, refused, unseen
 from harness.drivers.review import NONE
 from harness.trial import Trial
 from scenarios.table import split_point
@@ -63,6 +64,9 @@ def _complete_then_redeliver(trial: Trial, *, wait_s: float) -> frozenset[str]:
     t = time.monotonic()
     if not trial.redeliver(job):
         raise Inconclusive(f"{job} was not acknowledged, so no acknowledgement could be lost")
+    if trial.refused(job, since=t):
+        trial.reached, trial.reached_by, trial.exercised = True, None, refused(job)
+        return NONE
     # A queue may drop a delivery of a job it knows has ended (its own durable record,
     # which is a protection too); so a worker that takes it up shows that at a
     # failpoint, and one that never does is given a while to act before the end is read.
@@ -71,7 +75,15 @@ def _complete_then_redeliver(trial: Trial, *, wait_s: float) -> frozenset[str]:
     deadline = t + max(TAKE_UP_S, 2 * trial.config.lease_ttl_s) + TAKE_UP_POLLS * poll
     while not any(h.job == job and h.t > t for h in trial.rendezvous.hits()):
         if time.monotonic() >= deadline:
-            trial.reached, trial.reached_by = True, None
+            # A queue may drop a delivery of a job it knows has ended; then the cell
+            # exercised nothing, and says so (a second write would have shown a take-up).
+            if len(trial.writes(job)) > 1:
+                trial.reached, trial.reached_by = True, "provider"
+            elif not trial.rendezvous.hits():
+                trial.reached, trial.reached_by, trial.exercised = True, None, unseen(job)
+            else:
+                trial.reached, trial.reached_by = False, None
+                trial.exercised = not_taken_up(job, deadline - t, what="redelivery")
             return NONE
         trial.sleep(0.02)
     trial.reached, trial.reached_by = True, "failpoint"

@@ -72,6 +72,9 @@ class TargetAdapter(Protocol):
     #: queue redelivers by a window of its own rather than by the lease its workers renew
     #: (``[target] visibility_s``); None: the lease is the window.
     visibility_s: float | None
+    #: Jobs whose last delivery the target's queue refused as one it already holds (its
+    #: enqueue command printed ``{"queued": false}``): a duplicate it deduplicated.
+    refused: set[str]
 
     def providers(self, kind: str) -> Sequence[tuple[str, str]]:
         """``(name, kind)`` of every provider the workers call; ``kind`` is the cell's,
@@ -112,7 +115,9 @@ class TargetAdapter(Protocol):
         False when the target had no completed job to deliver."""
         ...
 
-    def worker_argv(self) -> Sequence[str]: ...
+    def worker_argv(self, role: str | None = None) -> Sequence[str]:
+        """The argv of one worker (``role="relay"``: of the target's outbox relay)."""
+        ...
 
     def upgraded_argv(self) -> Sequence[str] | None:
         """The command of the worker's next release, which recovers what this one left

@@ -83,19 +83,3 @@ def _tree(pid: int) -> list[int]:
         return [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
     except psutil.Error:
         return [pid]
-
-
-#: How much of a failing command's stderr its one-line error carries.
-STDERR_TAIL_LINES = 3
-STDERR_TAIL_CHARS = 400
-
-
-def stderr_tail(stderr: bytes) -> str:
-    """`` (stderr: ...)`` with the last non-empty lines joined by `` | ``, on one line."""
-    lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines() if ln.strip()]
-    if not lines:
-        return " (nothing on stderr)"
-    tail = " | ".join(lines[-STDERR_TAIL_LINES:])
-    if len(tail) > STDERR_TAIL_CHARS:
-        tail = "..." + tail[-STDERR_TAIL_CHARS:]
-    return f" (stderr, last lines: {tail})"

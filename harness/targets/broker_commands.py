@@ -18,7 +18,8 @@ from pathlib import Path
 
 from harness.brokers import Broker, GroupWatch, RedisBroker, free_port
 from harness.contract.errors import ConfigError
-from harness.targets.bounded import Overran, run_bounded, stderr_tail
+from harness.targets.bounded import Overran, run_bounded
+from harness.targets.command_output import stderr_tail
 from harness.targets.config_broker import BrokerDecl
 
 #: How long a start or stop command may take.

@@ -45,10 +45,10 @@ from harness.history import Event
 from harness.observe import ProviderLog
 from harness.oracle import JobFinal
 from harness.targets.base import Redelivery, quiet_window_s
-from harness.targets.bounded import STDERR_TAIL_CHARS, Overran, run_bounded
-from harness.targets.bounded import stderr_tail as stderr_tail
+from harness.targets.bounded import Overran, run_bounded
 from harness.targets.broker_commands import trial_broker
 from harness.targets.command_lifecycle import LifecycleCommands
+from harness.targets.command_output import STDERR_TAIL_CHARS, refused_line, stderr_tail
 from harness.targets.config import (
     CommandConfig,
     JobStatus,
@@ -186,6 +186,7 @@ class CommandAdapter(LifecycleCommands):
         self.broker: Broker | None = trial_broker(
             config.broker, trial_dir / "broker", config_path=config.path, resolve=self._abs
         )
+        self.refused: set[str] = set()
 
     def _abs(self, args: Iterable[str]) -> list[str]:
         out = []
@@ -256,7 +257,7 @@ class CommandAdapter(LifecycleCommands):
             # A multi-step job: each step's effect at its own provider, in this order.
             doc["steps"] = [{"name": name, "provider": p} for name, p in steps]
         payload.write_text(json.dumps(doc))
-        self._run(
+        done = self._run(
             "enqueue",
             self.config.enqueue,
             job_id,
@@ -264,6 +265,10 @@ class CommandAdapter(LifecycleCommands):
             timeout_s=ENQUEUE_TIMEOUT_S,
             fix="make it exit 0 once the job is queued",
         )
+        if refused_line(done.stdout):
+            self.refused.add(job_id)
+        else:
+            self.refused.discard(job_id)
         self._went_active()
 
     def redeliver(
@@ -344,10 +349,12 @@ class CommandAdapter(LifecycleCommands):
             f"{self.config.path}: target.{key} command `{shlex.join(argv)}` {what}{said}; {fix}"
         )
 
-    def worker_argv(self) -> list[str]:
+    def worker_argv(self, role: str | None = None) -> list[str]:
+        """The worker's ``command``, or (``role="relay"``) its declared ``relay``."""
+        argv = self.config.relay if role == "relay" and self.config.relay else self.config.command
         if self.in_image:
-            return list(self.config.command)
-        return self._abs(self.config.command)
+            return list(argv)
+        return self._abs(argv)
 
     def worker_env(
         self,

@@ -112,6 +112,7 @@ TARGET_KEYS = (
     "upgraded_command",
     "cancel",
     "broker",
+    "relay",
 )
 LEDGER_KEYS = ("dsn",)
 #: The only names a template may use; the harness fills them per job.
@@ -165,6 +166,9 @@ class CommandConfig:
     cancel: tuple[str, ...] | None = None
     #: ``[target.broker]``: the broker started per trial; None: the target has none.
     broker: BrokerDecl | None = None
+    #: The argv of the worker's outbox relay, a second process kind; None: it has none,
+    #: and the relay row does not apply.
+    relay: tuple[str, ...] | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -318,6 +322,7 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema, FieldFaultSchema, BrokerS
             steps=self.steps(target.get("steps"), providers),
             sensitive_fields=self.sensitive_fields(target),
             poll_s=poll,
+            relay=self.argv(target, "relay") if "relay" in target else None,
             **self.field_faults(target),
             broker=self.broker(target.get("broker")),
         )

@@ -16,6 +16,7 @@ from harness.contract.errors import ConfigError
 EXAMPLES = {
     "name": '"billing-agent"',
     "command": '["node", "worker.js"]',
+    "relay": '["node", "relay.js"]',
     "workers": "2",
     "lease_ttl_s": "1.0",
     "term_grace_s": "2.0",

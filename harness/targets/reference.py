@@ -48,6 +48,8 @@ class ReferenceAdapter:
     provider_name = "svc"
     #: A second delivery reaches a second consumer with a ledger of its own.
     redelivery: Redelivery = "second_consumer"
+    #: Its duplicates go to a second consumer, which never refuses them.
+    refused: set[str] = frozenset()  # type: ignore[assignment]
     #: The reference runs the multi-step job the table describes.
     steps: tuple[tuple[str, str], ...] = ()
     #: The reference's job bodies carry nothing secret.
@@ -117,7 +119,9 @@ class ReferenceAdapter:
         del provider, body, steps
         return self.target.redeliver(job_id)
 
-    def worker_argv(self) -> list[str]:
+    def worker_argv(self, role: str | None = None) -> list[str]:
+        # One program for both: CRASHPOINT_ROLE tells the relay it is one.
+        del role
         return self.target.worker_argv()
 
     def upgraded_argv(self) -> list[str]:

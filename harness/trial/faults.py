@@ -15,7 +15,7 @@ from harness.cpu_wait import CpuWait
 from harness.history import Event
 from harness.reach import within_reach
 from harness.rendezvous import Gate, Hit
-from harness.targets.command import stderr_tail
+from harness.targets.command_output import stderr_tail
 from harness.trial.state import TrialState
 
 #: How long a worker gets to reach a failpoint or a provider hold: its start-up and a
@@ -31,8 +31,12 @@ class FaultVerbs(TrialState):
     """Verbs that arm faults and wait at the boundaries they hold."""
 
     def hold(self, point: str, *, job: str | None = None, step: str | None = None) -> Gate:
+        """Hold ``job``'s next hit at ``point``: at ``step`` of a multi-step job, else at
+        a boundary of the cell's own provider (a hit that names another is let go: a job
+        may call billing, then mailer, and a mailer cell's kill belongs at mailer's)."""
         assert self.rendezvous is not None
-        return self.rendezvous.hold(point, job=job, step=step)
+        provider = self.provider_name if step is None else None
+        return self.rendezvous.hold(point, job=job, step=step, provider=provider)
 
     @property
     def reach_s(self) -> float:

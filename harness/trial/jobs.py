@@ -42,8 +42,18 @@ class JobVerbs(TrialState):
         target.enqueue(job_id, self.provider_name, body, steps=self.steps)
         # The job's identity, when it names one: the oracle holds every call to it.
         bound = {"identity": body["identity"]} if "identity" in body else {}
+        if job_id in target.refused:
+            bound["queued"] = False  # the queue said it already holds the job
         self.history.append("supervisor", "enqueue", job=job_id, t=t, **bound)
         return job_id
+
+    def refused(self, job_id: str, *, since: float = 0.0) -> bool:
+        """The target's queue refused a delivery of ``job_id`` enqueued after ``since``
+        as a job it already holds (its enqueue command printed ``{"queued": false}``)."""
+        return any(
+            e.job == job_id and e.t >= since and e.fields.get("queued") is False
+            for e in self.history.of_kind("enqueue")
+        )
 
     def next_job_id(self) -> str:
         """The id :meth:`enqueue` gives the next new job (to arm a fault for it first)."""
@@ -56,7 +66,8 @@ class JobVerbs(TrialState):
         again = self.target.redeliver(
             job_id, self.provider_name, self.job_body(job_id), steps=self.steps
         )
-        self.history.append("supervisor", "enqueue", job=job_id, t=t, redelivered=again)
+        refused = {"queued": False} if job_id in self.target.refused else {}
+        self.history.append("supervisor", "enqueue", job=job_id, t=t, redelivered=again, **refused)
         return again
 
     def enqueue_batch(self) -> str:

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,6 +78,9 @@ class TrialState:
         #: How the cell was reached: at a failpoint (exactly), at a provider hold (black
         #: box), or None (by the harness's own action, or not at all).
         self.reached_by: str | None = None
+        #: What the cell exercised, when its driver knows better than how it was reached
+        #: (a duplicate the queue refused, a redelivery nobody took up).
+        self.exercised: str | None = None
         self.waits_s = 0.0
         #: The harness's own steps, timed (results.json ``timings``, ``nox -s bench``).
         self.phases = Phases()
@@ -141,7 +144,10 @@ class TrialState:
         self._start_providers(declared)
         with self.phases.timed("rendezvous"):
             self.rendezvous = Rendezvous(
-                str(self.dir / "failpoints.sock"), history=self.history, names=self.names.name_of
+                str(self.dir / "failpoints.sock"),
+                history=self.history,
+                names=self.names.name_of,
+                step_providers=self._step_providers(declared),
             )
         broker = getattr(self.target, "broker", None)
         if broker is not None:
@@ -187,6 +193,12 @@ class TrialState:
                 # What each tool declares, as its clients read it: the oracle holds the
                 # annotations to what the provider then does (tool_annotations).
                 self.history.append(f"provider:{name}", "tools", tools=provider.client.tools())
+
+    def _step_providers(self, declared: Mapping[str, str]) -> dict[str, str]:
+        """What a failpoint line's ``step`` says of the provider its call goes to: a
+        declared step's provider, or the provider a step is named after."""
+        assert self.target is not None
+        return {**{name: name for name in declared}, **dict(self.target.steps), **dict(self.steps)}
 
     def _job_steps(self) -> tuple[tuple[str, str], ...]:
         assert self.target is not None

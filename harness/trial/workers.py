@@ -40,7 +40,7 @@ class WorkerVerbs(TrialState):
     ) -> WorkerHandle:
         """Start the next worker (of ``consumer``, else of the trial's target); ``direct``
         bypasses the trial's proxies (a healthy peer). ``role="relay"`` starts the
-        reference worker's outbox relay instead (named ``r1``, ``r2``, ...); ``extra_env``
+        target's outbox relay instead (named ``r1``, ``r2``, ...); ``extra_env``
         is added to the process's environment last (``CRASHPOINT_OUTBOX=1``, a skewed clock);
         ``upgraded`` starts the target's next release (its ``upgraded_command``)."""
         target = consumer or self.target
@@ -55,7 +55,7 @@ class WorkerVerbs(TrialState):
         env = self._worker_env(target, name, direct=direct, recovery=recovery, role=role)
         env.update(extra_env or {})
         cwd = env.get(STATE_DIR, str(self.dir))
-        argv = target.upgraded_argv() if upgraded else target.worker_argv()
+        argv = target.upgraded_argv() if upgraded else target.worker_argv(role)
         assert argv is not None, "the target declares no upgraded command"
         start = functools.partial(self.backend.start, name, argv, env=env, cwd=cwd)
         if Path(cwd) != self.dir and isinstance(self.backend, LogsApart):

@@ -180,8 +180,8 @@ def test_the_mcp_agent_holds_the_whole_matrix(
         timeout_s=MCP_MATRIX_TIMEOUT_S,
     )
     doc = results(out)
-    # The outbox relay is the reference worker's own row, and the agent runs no pool and
-    # declares no next release and no cancel: left out of its matrix, listed, never run.
+    # The agent declares no outbox relay, runs no pool, declares no next release, no cancel
+    # and no broker: those rows are left out of its matrix, listed once, never run.
     left_out = [c for g in doc["not_applicable"] for c in g["cells"]]
     assert {c.split(".")[0] for c in left_out} == {
         "relay_crash_after_send",

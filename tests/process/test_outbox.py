@@ -97,3 +97,33 @@ def test_selftest_kills_the_relay_that_sends_no_outbox_id(scratch: Path, tmp_pat
     # The kill matrix page and the summary show the row.
     assert "relay_without_key" in (out / "kill-matrix.html").read_text(encoding="utf-8")
     assert "`relay_without_key` | ✅ killed" in (out / "summary.md").read_text(encoding="utf-8")
+
+
+PYSTEPS = ROOT / "tests" / "process" / "workers" / "pysteps"
+
+
+def _relay_trials(toml: str, scratch: Path, out: Path) -> dict[str, dict[str, Any]]:
+    args = ["-c", str(PYSTEPS / toml), *SCENARIO, "--seed", "5", "--out", str(out)]
+    done = run(args, scratch)
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    doc = results(out)
+    assert doc["not_applicable"] == []
+    return {t["signal"]: t for t in doc["trials"]}
+
+
+def test_a_command_target_that_declares_a_relay_runs_the_relay_row(
+    scratch: Path, tmp_path: Path
+) -> None:
+    # [target] relay: the row applies, its kill lands in the declared relay process.
+    correct = _relay_trials("crashpoint-relay.toml", scratch, tmp_path / "correct")
+    assert set(correct) == {"SIGKILL", "SIGTERM"}
+    killed = correct["SIGKILL"]
+    assert (killed["verdict"], killed["reached_by"]) == ("held", "failpoint"), killed["reason"]
+    held = [e for e in killed["events"] if e["kind"] == "failpoint" and e["fields"]["held"]]
+    assert [(e["source"], e["fields"]["point"]) for e in held] == [
+        ("worker:r1", "after_relay_send")
+    ]
+    # The same relay that sends without its key is caught there.
+    buggy = _relay_trials("crashpoint-relay-buggy.toml", scratch, tmp_path / "buggy")
+    assert buggy["SIGKILL"]["verdict"] == "violated"
+    assert "no_duplicate_effect" in {v["invariant"] for v in buggy["SIGKILL"]["violations"]}

@@ -124,36 +124,65 @@ max_attempts = 6""",
     assert taken[0] - release > 3.0, (release, taken)
 
 
-@pytest.mark.parametrize("slow", [False, True], ids=["fast-enqueue", "slow-enqueue"])
-def test_a_queue_that_drops_a_job_it_holds_is_still_inconclusive(
-    scratch: Path, tmp_path: Path, slow: bool
-) -> None:
-    # Playing a round again must not hide a target that no redelivery can reach: with a
-    # slow enqueue command the first round's redelivery lands after its job ended (and
-    # is dropped for that), so the cell is played again on fresh jobs.
+def dropping_queue(
+    tmp_path: Path, *, slow: bool = False, flag: str = "--drop-known", lease_s: float = 0.6
+) -> Path:
+    """pyqueue behind an enqueue command that ignores a job it already holds (``flag``),
+    slower than half its lease when ``slow``."""
     enqueue = f'"python3", "{PYQUEUE / "enqueue.py"}", "{{job_id}}", "{{payload_file}}"'
     if slow:
         command = f'sleep {SLOW_ENQUEUE_S}; exec python3 {PYQUEUE / "enqueue.py"} \\"$@\\"'
         enqueue = f'"sh", "-c", "{command}", "sh", "{{job_id}}", "{{payload_file}}"'
-    toml = target_toml(
+    return target_toml(
         tmp_path / "crashpoint.toml",
         "pyqueue-drops-redeliveries",
         f"""command = ["python3", "{PYQUEUE / "worker.py"}"]
-lease_ttl_s = 0.6
-enqueue = [{enqueue}, "--drop-known"]
+lease_ttl_s = {lease_s}
+enqueue = [{enqueue}, "{flag}"]
 status = ["python3", "{PYQUEUE / "status.py"}", "{{job_id}}"]
 max_attempts = 6""",
     )
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["fast-enqueue", "slow-enqueue"])
+def test_a_queue_that_drops_a_job_it_holds_says_the_cell_was_not_exercised(
+    scratch: Path, tmp_path: Path, slow: bool
+) -> None:
+    # Playing a round again must not hide a target that no redelivery can reach: with a
+    # slow enqueue command the first round's redelivery lands after its job ended (and
+    # is dropped for that), so the cell is played again on fresh jobs. Nothing was
+    # exercised, and the cell says so: not held at its boundary, yet no gap in the gate.
+    toml = dropping_queue(tmp_path, slow=slow)
     trial = the_cell(toml, scratch, tmp_path / "out")
-    reason = trial["reason"]
-    assert (trial["verdict"], trial["reached"]) == ("inconclusive", False), reason
-    # The reason is the round's whose redelivery landed in flight and was dropped: on a
+    said = trial["exercised"]
+    assert (trial["verdict"], trial["reached"]) == ("held", False), trial["reason"]
+    # The sentence is the round's whose redelivery landed in flight and was dropped: on a
     # loaded machine even the fast command may land late in the first round, so the job
-    # named is read from the reason and checked against the history.
-    named = re.search(r"second delivery of (j-\d+) was enqueued while its first attempt", reason)
-    assert named is not None, reason
-    assert "drops a job it already holds" in reason, reason
+    # named is read from it and checked against the history.
+    named = re.search(r"not exercised: no worker took up the second delivery of (j-\d+)", said)
+    assert named is not None, said
+    assert "dropped it" in said, said
     enqueued = [e for e in trial["events"] if e["kind"] == "enqueue" and e["job"] == named[1]]
     assert len(enqueued) == 2, enqueued
     if slow:
         assert named[1] != "j-0001", "the first round was not played again"
+
+
+def test_a_queue_that_refuses_a_duplicate_and_says_so_holds_in_those_words(
+    scratch: Path, tmp_path: Path
+) -> None:
+    # A refusal counts when it lands while the first attempt is in flight (one that lands
+    # after the job ended is played again): a lease long enough for a loaded machine's
+    # enqueue command to land within the half lease the first request is held for.
+    toml = dropping_queue(tmp_path, flag="--refuse-known", lease_s=2.0)
+    out = tmp_path / "out"
+    trial = the_cell(toml, scratch, out)
+    assert (trial["verdict"], trial["reached"]) == ("held", True), trial["reason"]
+    assert trial["exercised"].startswith("held: the queue refused the duplicate delivery of j-0001")
+    refused = [
+        e for e in trial["events"] if e["kind"] == "enqueue" and e["fields"].get("queued") is False
+    ]
+    assert [e["job"] for e in refused] == ["j-0001"]
+    # The same words in the trial's page.
+    page = next(out.glob("trials/*.html")).read_text()
+    assert "the queue refused the duplicate delivery of j-0001" in page

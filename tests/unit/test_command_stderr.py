@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.targets.bounded import STDERR_TAIL_CHARS, stderr_tail
+from harness.targets.command_output import STDERR_TAIL_CHARS, stderr_tail
 
 TRACEBACK = b"""Traceback (most recent call last):
   File "/srv/worker/worker.py", line 446, in enqueue

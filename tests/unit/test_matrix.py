@@ -213,7 +213,7 @@ def test_a_command_target_leaves_out_only_the_ledger_link_outbox_and_pool_scenar
     }
     for key, reason in skipped.items():
         if key.startswith("relay_crash_after_send."):
-            assert "a command target declares no relay" in reason
+            assert "this target declares none ([target] relay" in reason
         elif key.startswith("child_killed."):
             assert "declares no pool" in reason
         elif key.startswith("upgrade_during_recovery."):
@@ -224,6 +224,33 @@ def test_a_command_target_leaves_out_only_the_ledger_link_outbox_and_pool_scenar
             assert "the target declares none (declare [target.broker]" in reason
         else:
             assert "only the reference target" in reason
+
+
+def test_a_command_target_that_declares_a_relay_runs_the_relay_row() -> None:
+    skipped = _skips(_command(relay=("w", "--relay")))
+    assert not [k for k in skipped if k.startswith("relay_crash_after_send.")]
+    assert {k.split(".")[0] for k in skipped} == {
+        "ledger_link_faults",
+        "slow_lease_renewal",
+        "child_killed",
+        "upgrade_during_recovery",
+        "cancel_in_flight",
+        "broker_restart",
+    }
+
+
+def test_a_relay_is_read_from_the_toml_and_started_in_its_role(tmp_path: Any) -> None:
+    from harness.targets.command import CommandAdapter
+    from harness.targets.config import load_config
+
+    toml = tmp_path / "crashpoint.toml"
+    toml.write_text(
+        '[target]\nname = "w"\ncommand = ["w"]\nenqueue = ["e", "{job_id}"]\n'
+        'relay = ["r", "--fast"]\n[[providers]]\nname = "billing"\nkind = "idempotent"\n'
+    )
+    adapter = CommandAdapter(load_config(toml), trial_dir=tmp_path)
+    assert adapter.worker_argv("relay") == ["r", "--fast"]
+    assert adapter.worker_argv() == ["w"]
 
 
 def test_a_worker_libfaketime_cannot_reach_leaves_the_clock_cells_out(tmp_path: Any) -> None:

@@ -1,6 +1,8 @@
-"""python3 enqueue.py JOB_ID PAYLOAD_FILE [--drop-known]: deliver one job (again, if it
-is known). ``--drop-known`` is a queue that ignores a job it already holds: no
-redelivery can reach its workers, and crashpoint must say so, never call it held."""
+"""python3 enqueue.py JOB_ID PAYLOAD_FILE [--drop-known | --refuse-known]: deliver one
+job (again, if it is known). ``--drop-known`` is a queue that ignores a job it already
+holds: no redelivery can reach its workers, and crashpoint must say the cell was not
+exercised. ``--refuse-known`` ignores it too, and says so (``{"queued": false}``): a
+queue that deduplicates, which crashpoint calls held, in those words."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ def main(job_id: str, payload_file: str, *flags: str) -> int:
         doc = json.load(f)
     conn = jobdb.connect()
     try:
-        if "--drop-known" in flags and jobdb.known(conn, job_id):
+        if {"--drop-known", "--refuse-known"} & set(flags) and jobdb.known(conn, job_id):
+            if "--refuse-known" in flags:
+                print(json.dumps({"queued": False}))
             return 0
         jobdb.enqueue(conn, job_id, doc["provider"], json.dumps(doc["body"]))
     finally:
