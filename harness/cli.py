@@ -95,7 +95,7 @@ def _out_option(default: str) -> Callable[[click.decorators.FC], click.decorator
         type=click.Path(file_okay=False, path_type=Path),
         default=Path(default),
         metavar="DIR",
-        help="Where results.json, index.html and junit.xml go.",
+        help="Where results.json, index.html, junit.xml, sarif.json go.",
     )
 
 

@@ -247,6 +247,7 @@ class Rendezvous:
                 held=hit.held,
                 peer_pid=conn.peer_pid,
                 **({} if step is None else {"step": step}),
+                **_source_line(msg),
             )
         if gate is None:
             hit._resumed = True
@@ -274,3 +275,10 @@ class Rendezvous:
             conn.closed.set()
             conn.sock.close()
         self._conns.discard(conn)
+
+
+def _source_line(msg: FailpointLine) -> dict[str, object]:
+    """The caller's file and line, for the history, when the client sent them."""
+    if msg.file is None:
+        return {}
+    return {"file": msg.file} if msg.line is None else {"file": msg.file, "line": msg.line}

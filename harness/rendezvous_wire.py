@@ -42,6 +42,9 @@ class FailpointLine:
     worker: str | None
     #: The step of a multi-step job (an older client sends none).
     step: str | None = None
+    #: Where in the worker's source the failpoint was called (an older client sends none).
+    file: str | None = None
+    line: int | None = None
 
 
 def parse_line(line: bytes) -> FailpointLine:
@@ -70,6 +73,8 @@ def parse_line(line: bytes) -> FailpointLine:
         pid=_whole(msg.get("pid")),
         worker=msg.get("worker") if isinstance(msg.get("worker"), str) else None,
         step=msg.get("step") if isinstance(msg.get("step"), str) else None,
+        file=msg.get("file") if isinstance(msg.get("file"), str) and msg["file"] else None,
+        line=_whole(msg.get("line")),
     )
 
 
