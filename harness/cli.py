@@ -210,7 +210,7 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
             "--shard",
             default=None,
             metavar="I/N",
-            help="Only shard I of N of the cells, e.g. 2/4.",
+            help="Run shard I of N; auto/N: JOB_COMPLETION_INDEX.",
         ),
         click.option(
             "--lease-ttl-s",

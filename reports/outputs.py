@@ -72,7 +72,7 @@ def build_report(paths: Sequence[Path], out_dir: Path, *, self_contained: bool =
     Raises ``ConfigError`` (exit 2) naming the file and key of any malformed input, and
     for two different trials claiming one id within one run (see ``reports.merge``).
     """
-    results = merge([load_results(p) for p in paths])
+    results = merge([load_results(p) for p in paths], [str(p) for p in paths])
     write_all(results, out_dir, self_contained=self_contained)
     return results
 
