@@ -17,9 +17,8 @@ SCHEMA = ROOT / "tests" / "fixtures" / "sarif" / "sarif-schema-2.1.0.json"
 WORKER = ROOT / "examples" / "node-worker" / "worker.js"
 
 
-def test_a_violated_run_points_at_the_failpoint_line_of_the_worker(
-    scratch: Path, request: pytest.FixtureRequest
-) -> None:
+def violated_run(scratch: Path, request: pytest.FixtureRequest) -> Path:
+    """One cell of the buggy Node example, violated; its output directory."""
     require(request.config, NODE)
     out = scratch / "out"
     done = run(
@@ -31,6 +30,13 @@ def test_a_violated_run_points_at_the_failpoint_line_of_the_worker(
         scratch,
     )
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    return out
+
+
+def test_a_violated_run_points_at_the_failpoint_line_of_the_worker(
+    scratch: Path, request: pytest.FixtureRequest
+) -> None:
+    out = violated_run(scratch, request)
     doc = json.loads((out / "sarif.json").read_text())
     jsonschema.Draft4Validator(json.loads(SCHEMA.read_text())).validate(doc)
     (result,) = doc["runs"][0]["results"]
