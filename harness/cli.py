@@ -537,6 +537,14 @@ def bundle(source: Path, trial_id: str | None, out: Path) -> None:
     help="Trials shrinking may spend on each finding.",
 )
 @click.option("--network", is_flag=True, help="Also draw Toxiproxy toxics (needs Toxiproxy).")
+@click.option(
+    "--db",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="CRASHPOINT_EXPLORE_DB",
+    default=None,
+    metavar="DIR",
+    help="Hypothesis's database, shared by shards.",
+)
 @click.option("--ledger", type=click.Choice(LEDGERS), default="sqlite", help="The ledger store.")
 @click.option(
     "--backend",
