@@ -15,6 +15,12 @@ nox.options.sessions = ["tests"]
 #: Built from the Go module proxy by `scripts/install-infra.sh actionlint`, pinned there too.
 ACTIONLINT_VERSION = "1.7.12"
 WORKFLOWS = sorted(str(p) for p in Path("docs/ci").glob("*.yml"))
+#: Built the same way by `scripts/install-infra.sh kubeconform`, pinned there too.
+KUBECONFORM_VERSION = "0.6.7"
+#: The Kubernetes API docs/k8s/ is checked against: the schemas the pinned
+#: kubernetes-validate package ships (pyproject's dev extras), read offline.
+KUBERNETES_VERSION = "1.33.0"
+MANIFESTS = sorted(str(p) for p in Path("docs/k8s").glob("*.yaml"))
 SOURCES = [
     "harness",
     "scenarios",
@@ -96,11 +102,13 @@ def e2e(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def lint(session: nox.Session) -> None:
-    """Check style with ruff, the package layers with import-linter, and the GitHub
-    Actions recipe (docs/ci/ and action.yml) with actionlint."""
+    """Check style with ruff, the package layers with import-linter, the Kubernetes
+    manifests (docs/k8s/) with kubeconform, and the GitHub Actions recipe (docs/ci/ and
+    action.yml) with actionlint."""
     session.run("python", "-m", "ruff", "check", *SOURCES, *session.posargs)
     session.run("python", "-m", "ruff", "format", "--check", *SOURCES)
     session.run("lint-imports")
+    _lint_manifests(session)
     actionlint = _actionlint()
     if actionlint is None:
         session.warn(
@@ -117,6 +125,50 @@ def lint(session: nox.Session) -> None:
         _action_project(Path("action.yml"), root)
         with session.chdir(root):
             session.run(actionlint, "-no-color", external=True)
+
+
+def _lint_manifests(session: nox.Session) -> None:
+    cache = Path(os.environ.get("CRASHPOINT_CACHE", Path.home() / ".cache" / "crashpoint"))
+    kubeconform = cache / f"kubeconform-{KUBECONFORM_VERSION}" / "kubeconform"
+    if not kubeconform.is_file():
+        session.warn(
+            f"kubeconform {KUBECONFORM_VERSION} is not built, so docs/k8s/ is not checked; "
+            "`bash scripts/install-infra.sh kubeconform` builds it"
+        )
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        location = _kubernetes_schemas(Path(tmp))
+        session.run(
+            str(kubeconform),
+            *("-strict", "-summary", "-kubernetes-version", KUBERNETES_VERSION),
+            *("-schema-location", location),
+            *MANIFESTS,
+            external=True,
+        )
+
+
+def _kubernetes_schemas(root: Path) -> str:
+    """kubernetes-validate's strict schemas of KUBERNETES_VERSION laid out for
+    kubeconform; the ``-schema-location`` template that finds them.
+
+    Their ``$ref``s name ``/api/_definitions.json``, a path only that package resolves:
+    each is pointed at the copy of ``_definitions.json`` beside it, by absolute URI,
+    which kubeconform follows offline.
+    """
+    from importlib.resources import files
+
+    source = files("kubernetes_validate") / "kubernetes-json-schema"
+    source = source / f"v{KUBERNETES_VERSION}-local-strict"
+    target = root / f"v{KUBERNETES_VERSION}-standalone-strict"
+    target.mkdir(parents=True)
+    definitions = (target / "_definitions.json").as_uri()
+    for schema in source.iterdir():
+        if schema.name.endswith(".json"):
+            text = schema.read_text(encoding="utf-8")
+            text = text.replace('"/api/_definitions.json#', f'"{definitions}#')
+            (target / schema.name).write_text(text, encoding="utf-8")
+    each = "{{ .NormalizedKubernetesVersion }}-standalone{{ .StrictSuffix }}"
+    return f"{root}/{each}/{{{{ .ResourceKind }}}}{{{{ .KindSuffix }}}}.json"
 
 
 def _actionlint() -> str | None:

@@ -95,7 +95,7 @@ def _out_option(default: str) -> Callable[[click.decorators.FC], click.decorator
         type=click.Path(file_okay=False, path_type=Path),
         default=Path(default),
         metavar="DIR",
-        help="Where results.json, index.html and junit.xml go.",
+        help="Where results.json, index.html, junit.xml, sarif.json go.",
     )
 
 
@@ -210,7 +210,7 @@ def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
             "--shard",
             default=None,
             metavar="I/N",
-            help="Only shard I of N of the cells, e.g. 2/4.",
+            help="Run shard I of N; auto/N: JOB_COMPLETION_INDEX.",
         ),
         click.option(
             "--lease-ttl-s",
@@ -440,11 +440,15 @@ def replay(
 
     RESULTS is a results.json (each of its trials carries the command that replays
     it) or a schedule file (finding.json from crashpoint explore), played against the
-    target it was found against unless -c, --mutant or --correct say otherwise.
+    target it was found against unless -c, --mutant or --correct say otherwise, or a
+    bundle (crashpoint bundle): its hash checked, what differs here said, then replayed.
     """
+    from harness.commands.bundle import is_bundle_file, replay_bundle
     from harness.commands.replay import DEFAULT_REPEAT, replay_file, replay_schedule
     from harness.schedule import is_schedule_file
 
+    if is_bundle_file(results):
+        sys.exit(replay_bundle(results, out=out, repeat=repeat or DEFAULT_REPEAT))
     if is_schedule_file(results):
         sys.exit(
             replay_schedule(
@@ -458,6 +462,41 @@ def replay(
             )
         )
     sys.exit(replay_file(results, trial_ids=trial_ids, out=out))
+
+
+@main.command(
+    epilog="\b\nExamples:\n"
+    "  crashpoint bundle crashpoint-out/results.json --out finding.bundle.json\n"
+    "  crashpoint bundle crashpoint-explore/finding.json --out finding.bundle.json\n"
+    "  crashpoint replay finding.bundle.json"
+)
+@click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--trial",
+    "trial_id",
+    default=None,
+    metavar="ID",
+    help="The trial of a results.json to pack.  [default: its first violated trial]",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("crashpoint-bundle.json"),
+    show_default=True,
+    metavar="FILE",
+    help="The bundle to write.",
+)
+def bundle(source: Path, trial_id: str | None, out: Path) -> None:
+    """Pack a finding or a violated trial into one portable file.
+
+    SOURCE is a results.json or a schedule file (finding.json from crashpoint explore).
+    The bundle holds the trial (its replay line and history) or the schedule, the
+    target's config, the versions it ran with, and a hash of it all;
+    `crashpoint replay BUNDLE` checks the hash, says what differs here and replays it.
+    """
+    from harness.commands.bundle import make_bundle
+
+    make_bundle(source, trial_id=trial_id, out=out)
 
 
 @main.command(
@@ -498,6 +537,14 @@ def replay(
     help="Trials shrinking may spend on each finding.",
 )
 @click.option("--network", is_flag=True, help="Also draw Toxiproxy toxics (needs Toxiproxy).")
+@click.option(
+    "--db",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="CRASHPOINT_EXPLORE_DB",
+    default=None,
+    metavar="DIR",
+    help="Hypothesis's database, shared by shards.",
+)
 @click.option("--ledger", type=click.Choice(LEDGERS), default="sqlite", help="The ledger store.")
 @click.option(
     "--backend",

@@ -257,6 +257,7 @@ class Rendezvous:
                 peer_pid=conn.peer_pid,
                 **({} if step is None else {"step": step}),
                 **({} if provider is None else {"provider": provider}),
+                **_source_line(msg),
             )
         if gate is None:
             hit._resumed = True
@@ -284,3 +285,10 @@ class Rendezvous:
             conn.closed.set()
             conn.sock.close()
         self._conns.discard(conn)
+
+
+def _source_line(msg: FailpointLine) -> dict[str, object]:
+    """The caller's file and line, for the history, when the client sent them."""
+    if msg.file is None:
+        return {}
+    return {"file": msg.file} if msg.line is None else {"file": msg.file, "line": msg.line}

@@ -44,6 +44,9 @@ class FailpointLine:
     step: str | None = None
     #: The declared provider the boundary's call goes to (an older client sends none).
     provider: str | None = None
+    #: Where in the worker's source the failpoint was called (an older client sends none).
+    file: str | None = None
+    line: int | None = None
 
 
 def parse_line(line: bytes) -> FailpointLine:
@@ -73,6 +76,8 @@ def parse_line(line: bytes) -> FailpointLine:
         worker=msg.get("worker") if isinstance(msg.get("worker"), str) else None,
         step=msg.get("step") if isinstance(msg.get("step"), str) else None,
         provider=msg.get("provider") if isinstance(msg.get("provider"), str) else None,
+        file=msg.get("file") if isinstance(msg.get("file"), str) and msg["file"] else None,
+        line=_whole(msg.get("line")),
     )
 
 

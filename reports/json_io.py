@@ -25,6 +25,7 @@ def results_to_dict(results: Results) -> dict[str, Any]:
             "name": results.target.name,
             "kind": results.target.kind,
             "mutant": results.target.mutant,
+            **results.target.extra,
         },
         "environment": dict(results.environment),
         "trials": [_trial(t) for t in results.trials],

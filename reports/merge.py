@@ -8,6 +8,8 @@ Trial ids stay unique. When the same id appears more than once:
   tagged with ``run_id`` so pages, links and JUnit names stay distinct
   (``Trial.key`` is then ``<id>@<run_id>``).
 The summary is never merged: ``Results.summary`` is always recomputed from the trials.
+First, results that carry a matrix hash are checked to be of one matrix and left with
+one trial per (matrix hash, cell, seed) (``reports.dedupe``).
 """
 
 from __future__ import annotations
@@ -17,18 +19,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from harness.contract.errors import ConfigError
+from reports.dedupe import Dropped, drop_duplicates, one_matrix
 from reports.model import KillMatrix, MutantResult, Results, Trial
 
 T = TypeVar("T")
 
 
-def merge(results_list: Sequence[Results]) -> Results:
+def merge(results_list: Sequence[Results], names: Sequence[str] = ()) -> Results:
+    """``results_list`` as one; ``names`` (their files) name them in an error."""
     if not results_list:
         raise ConfigError("merge: no results given; pass at least one results.json")
     if len(results_list) == 1:
         return results_list[0]
-    first = results_list[0]
+    one_matrix(results_list, names)
     run_ids = _unique(r.run_id for r in results_list)
+    results_list, dropped = drop_duplicates(results_list)
+    first = results_list[0]
     trials = _merge_trials(results_list)
     seeds = _unique(r.seed for r in results_list)
     commands = _unique(r.command for r in results_list)
@@ -55,14 +61,19 @@ def merge(results_list: Sequence[Results]) -> Results:
         duration_s=round(sum(durations), 6) if durations else None,
         kill_matrix=_merge_kill_matrices([r.kill_matrix for r in results_list]),
         merged_from=tuple(run_ids),
-        extra=_merged_extra(first.extra, results_list),
+        extra=_merged_extra(first.extra, results_list, dropped),
     )
 
 
-def _merged_extra(first: Mapping[str, Any], results_list: Sequence[Results]) -> dict[str, Any]:
-    """The first shard's extra keys, with every shard's not-applicable cells together:
-    each shard lists only those of its own share of the matrix."""
+def _merged_extra(
+    first: Mapping[str, Any], results_list: Sequence[Results], dropped: Sequence[Dropped]
+) -> dict[str, Any]:
+    """The first shard's extra keys, with every shard's not-applicable cells together
+    (each shard lists only those of its own share of the matrix), and the duplicates
+    the merge dropped."""
     extra = dict(first)
+    if dropped:
+        extra["duplicates_dropped"] = [d.to_json() for d in dropped]
     by_reason: dict[str, set[str]] = {}
     for r in results_list:
         for group in r.extra.get("not_applicable") or []:

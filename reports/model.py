@@ -190,6 +190,9 @@ class Target:
     name: str
     kind: str
     mutant: str | None = None
+    #: Keys beyond the three above (``providers``, ``config``, ``config_line``), kept for
+    #: round trips and read by the reports that need them (sarif.json's fallback location).
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""A run's outputs: ``results.json``, ``index.html`` (+ pages), ``junit.xml``, ``summary.md``.
+"""A run's outputs: ``results.json``, ``index.html`` (+ pages), ``junit.xml``, ``sarif.json``,
+``summary.md``.
 
 ``write_run`` is what a finished run calls with the document the engine built;
 ``write_all`` rewrites the same files from a ``Results`` (a merge, a golden test);
@@ -20,6 +21,7 @@ from reports.markdown import markdown_summary
 from reports.merge import merge
 from reports.model import Results
 from reports.parse import load_results
+from reports.sarif import write_sarif
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class ReportFiles:
     index_html: Path
     junit_xml: Path
     summary_md: Path
+    sarif_json: Path
 
 
 def write_run(doc: Mapping[str, Any], out_dir: str | Path) -> ReportFiles:
@@ -69,7 +72,7 @@ def build_report(paths: Sequence[Path], out_dir: Path, *, self_contained: bool =
     Raises ``ConfigError`` (exit 2) naming the file and key of any malformed input, and
     for two different trials claiming one id within one run (see ``reports.merge``).
     """
-    results = merge([load_results(p) for p in paths])
+    results = merge([load_results(p) for p in paths], [str(p) for p in paths])
     write_all(results, out_dir, self_contained=self_contained)
     return results
 
@@ -91,4 +94,5 @@ def _write_reports(
         ),
         junit_xml=write_junit(results, out / "junit.xml"),
         summary_md=summary,
+        sarif_json=write_sarif(results, out / "sarif.json"),
     )

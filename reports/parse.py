@@ -190,6 +190,7 @@ def results_from_dict(data: object, *, source: str = "<results>") -> Results:
             name=r.get(target, "name", "target", str),
             kind=r.opt(target, "kind", "target", str) or r.get(target, "name", "target", str),
             mutant=r.opt(target, "mutant", "target", str),
+            extra={k: v for k, v in target.items() if k not in ("name", "kind", "mutant")},
         ),
         trials=trials,
         environment=env,

@@ -4,9 +4,9 @@
 # shell failpoint client's link to the harness's UNIX socket), the Node.js dependencies of
 # examples/bullmq-worker, libfaketime and stress-ng (clock-skew cells, runs under load), the
 # Debian test image the [target.docker] tests run in (scripts/build-test-image.sh; needs the
-# engine), and actionlint (checks docs/ci/ and
-# action.yml in `nox -s lint`). Idempotent: every step checks first.
-# Usage: scripts/install-infra.sh [toxiproxy|postgres|redis|npm|docker|browser|socat|faketime|image|actionlint|all]...
+# engine), actionlint (checks docs/ci/ and action.yml in `nox -s lint`) and kubeconform
+# (checks docs/k8s/ there). Idempotent: every step checks first.
+# Usage: scripts/install-infra.sh [toxiproxy|postgres|redis|npm|docker|browser|socat|faketime|image|actionlint|kubeconform|all]...
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,6 +15,7 @@ state=${CRASHPOINT_INFRA_DIR:-/var/tmp/crashpoint-infra}
 mkdir -p "$cache" "$state"
 TOXIPROXY_VERSION=2.12.0
 ACTIONLINT_VERSION=1.7.12
+KUBECONFORM_VERSION=0.6.7
 
 log() { printf '[install-infra] %s\n' "$*" >&2; }
 timed() {  # timed NAME CMD...: runs CMD and says how long it took
@@ -61,6 +62,17 @@ actionlint() {
   GOBIN="$dir" GOFLAGS=-buildvcs=false go install \
     "github.com/rhysd/actionlint/cmd/actionlint@v$ACTIONLINT_VERSION"
   log "actionlint: built $bin"
+}
+
+kubeconform() {
+  local dir="$cache/kubeconform-$KUBECONFORM_VERSION" bin
+  bin="$dir/kubeconform"
+  if [ -x "$bin" ]; then log "kubeconform: cached at $bin"; return 0; fi
+  command -v go >/dev/null || { log "kubeconform: no Go toolchain; nox -s lint will not check docs/k8s/"; return 0; }
+  mkdir -p "$dir"
+  GOBIN="$dir" GOFLAGS="-mod=mod -buildvcs=false" go install \
+    "github.com/yannh/kubeconform/cmd/kubeconform@v$KUBECONFORM_VERSION"
+  log "kubeconform: built $bin"
 }
 
 postgres() {
@@ -164,7 +176,8 @@ for what in "$@"; do
     faketime) timed faketime faketime_lib ;;
     image) timed image test_image ;;
     actionlint) apt_install bc; timed actionlint actionlint ;;
-    all) apt_install bc; timed toxiproxy toxiproxy; timed postgres postgres; timed redis redis; timed npm npm_deps; timed docker docker_engine; timed browser browser; timed socat socat_tool; timed faketime faketime_lib; timed image test_image; timed actionlint actionlint ;;
-    *) log "unknown component '$what' (expected toxiproxy, postgres, redis, npm, docker, browser, socat, faketime, image, actionlint or all)"; exit 2 ;;
+    kubeconform) apt_install bc; timed kubeconform kubeconform ;;
+    all) apt_install bc; timed toxiproxy toxiproxy; timed postgres postgres; timed redis redis; timed npm npm_deps; timed docker docker_engine; timed browser browser; timed socat socat_tool; timed faketime faketime_lib; timed image test_image; timed actionlint actionlint; timed kubeconform kubeconform ;;
+    *) log "unknown component '$what' (expected toxiproxy, postgres, redis, npm, docker, browser, socat, faketime, image, actionlint, kubeconform or all)"; exit 2 ;;
   esac
 done

@@ -11,7 +11,14 @@ let buf = '';
 let answer = null; // resolves the one request in flight
 let queue = Promise.resolve(); // the protocol has one request in flight per connection
 
-function ask(point, job, attempt) {
+// Where the caller of failpoint() is in its source ([0] Error, [1] here, [2] failpoint,
+// [3] the caller): a report can then point at the boundary in the worker's own code.
+function caller() {
+  const m = /\(?(?:file:\/\/)?([^\s()]+):(\d+):\d+\)?$/.exec((new Error().stack || '').split('\n')[3] || '');
+  return m ? { file: m[1], line: Number(m[2]) } : {};
+}
+
+function ask(point, job, attempt, where) {
   if (!path) return 'continue';
   if (!sock) {
     sock = net.createConnection(path).setEncoding('utf8');
@@ -28,7 +35,7 @@ function ask(point, job, attempt) {
     sock.on('error', () => {}); // 'close' follows
     sock.on('close', () => { path = ''; sock = null; if (answer) answer('continue'); });
   }
-  const line = { point, job, attempt, pid: process.pid };
+  const line = { point, job, attempt, pid: process.pid, ...where };
   if (process.env.CRASHPOINT_WORKER_ID) line.worker = process.env.CRASHPOINT_WORKER_ID;
   return new Promise((resolve) => {
     answer = (action) => { answer = null; resolve(action); };
@@ -39,7 +46,8 @@ function ask(point, job, attempt) {
 
 function failpoint(point, job, attempt) {
   if (!path) return Promise.resolve('continue');
-  queue = queue.then(() => ask(point, job, attempt));
+  const where = caller();
+  queue = queue.then(() => ask(point, job, attempt, where));
   return queue;
 }
 

@@ -43,7 +43,7 @@ const queue = require('./queue');
 
 // -- failpoints: the protocol, for any language ------------------------------------------
 // When CRASHPOINT_FAILPOINTS names a UNIX socket: connect once; at each boundary write one
-// JSON line {"point", "job", "attempt", "pid"} and wait for one line back
+// JSON line {"point", "job", "attempt", "pid", "file", "line"} and wait for one line back
 // ({"action": "continue"}). While the worker waits, the harness may kill or stop it, so the
 // signal lands exactly at the boundary. Unset: return at once. If the harness goes away,
 // carry on as if failpoints were off.
@@ -53,8 +53,16 @@ let fpGone = false; // the harness went away: behave as if failpoints were off
 let fpBuf = '';
 let fpWaiting = null;
 
+// Where the caller of failpoint() is in its source ([0] Error, [1] here, [2] failpoint,
+// [3] the caller): a report can then point at the boundary in the worker's own code.
+function caller() {
+  const m = /\(?(?:file:\/\/)?([^\s()]+):(\d+):\d+\)?$/.exec((new Error().stack || '').split('\n')[3] || '');
+  return m ? { file: m[1], line: Number(m[2]) } : {};
+}
+
 function failpoint(point, job, attempt) {
   if (!FP_PATH || fpGone) return Promise.resolve('continue');
+  const where = caller();
   if (!fpSock) {
     fpSock = net.createConnection(FP_PATH).setEncoding('utf8');
     fpSock.on('data', (chunk) => {
@@ -76,7 +84,7 @@ function failpoint(point, job, attempt) {
   }
   return new Promise((resolve) => {
     fpWaiting = resolve;
-    fpSock.write(`${JSON.stringify({ point, job, attempt, pid: process.pid })}\n`);
+    fpSock.write(`${JSON.stringify({ point, job, attempt, pid: process.pid, ...where })}\n`);
   });
 }
 // -- end of the failpoint protocol -------------------------------------------------------

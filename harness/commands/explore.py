@@ -62,6 +62,9 @@ class ExploreOptions:
     backend: str = "process"
     lease_ttl_s: float | None = None
     pg_dsn: str | None = None
+    #: Hypothesis's example database; shards of one exploration share it (a shared
+    #: volume), so what one found the others replay first. None: OUT/.hypothesis.
+    db: Path | None = None
 
 
 def _beside(config_path: Path, out: Path) -> str:
@@ -121,7 +124,7 @@ def explore_command(
         # One database per target: a finding against one mutant is not replayed first
         # against another (the "reuse" phase replays what failed here before).
         key = resolved.doc["name"] + (f"-{mutant}" if mutant else "")
-        database = DirectoryBasedExampleDatabase(str(opts.out / ".hypothesis" / key))
+        database = DirectoryBasedExampleDatabase(str((opts.db or opts.out / ".hypothesis") / key))
         explorer = Explorer(
             runner,
             space,

@@ -4,6 +4,7 @@ run's infrastructure's: :func:`harness.infra.trial_settings`)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
@@ -17,6 +18,7 @@ from harness.infra import RunInfra
 from harness.plan import Cell, select_cells
 from harness.results import results_document
 from harness.runner import Admission, RunInterrupted, RunSpec, run_cells, run_spec
+from harness.shards import resolve_shard
 from harness.trial_run import TrialResult
 
 #: When a command runs several times, its exit codes rank as the verdicts they stand for
@@ -53,6 +55,7 @@ class MatrixOptions:
     steps: Sequence[tuple[str, str]] = ()
 
     def cells(self, *, mutant: str | None = None) -> list[Cell]:
+        """The cells to run: this shard's (``--shard auto`` read from the environment)."""
         return select_cells(
             scenarios=self.scenarios,
             points=self.points,
@@ -61,7 +64,7 @@ class MatrixOptions:
             ledger=self.ledger,
             backend=self.backend,
             mutant=mutant,
-            shard=self.shard,
+            shard=resolve_shard(self.shard, os.environ),
             declared=self.declared,
             steps=self.steps,
         )

@@ -35,36 +35,59 @@ def replay_file(path: Path, *, trial_ids: Sequence[str], out: Path) -> int:
     if not chosen:
         console.print(f"{path}: every trial held or was skipped; nothing to replay")
         return ExitCode.HELD
-    commands = [(t, _replay_argv(path, t.key, t.replay)) for t in chosen]
+    commands = [(t, replay_argv(path, t.key, t.replay)) for t in chosen]
     code: int = ExitCode.HELD
     for t, argv in commands:
-        console.print(f"replay {t.key} (was {t.verdict})", markup=False, highlight=False)
-        into = out / _dir_name(t.key)
         schedule = t.extra.get("schedule")
-        if isinstance(schedule, dict):
-            # A trial of an exploration: its own schedule, not the whole search again.
-            from harness.schedule import from_json, save
-
-            played = from_json(schedule, source=f"{path}: trial {t.key}")
-            # Once, as the stored trial ran: its verdict is what is compared.
-            saved = save(played, out / f"{_dir_name(t.key)}.json")
-            argv = ["replay", str(saved), "--repeat", "1"]
-        ran = _run_replay(argv, into)
-        record = into / "results.json"
-        if not record.exists():
-            console.print(f"  could not replay (exit {ran}); see the message above")
-            code = worst(code, ran or ExitCode.INCONCLUSIVE)
-            continue
-        again = load_results(record).trials[0]
-        same = again.verdict == t.verdict
-        console.print(
-            f"  {'reproduced' if same else 'NOT reproduced'}: {again.verdict} (was {t.verdict})"
+        code = worst(
+            code,
+            replay_trial(
+                path,
+                t.key,
+                str(t.verdict),
+                argv,
+                schedule if isinstance(schedule, dict) else None,
+                out=out,
+            ),
         )
-        code = worst(code, ran)
     return code
 
 
-def _replay_argv(path: Path, key: str, line: str) -> list[str]:
+def replay_trial(
+    path: Path,
+    key: str,
+    verdict: str,
+    argv: list[str],
+    schedule: dict[str, object] | None,
+    *,
+    out: Path,
+) -> int:
+    """Replay one stored trial (``argv``: its replay line after ``crashpoint``) into
+    ``out``, say whether its verdict came back; the replay's exit code."""
+    console.print(f"replay {key} (was {verdict})", markup=False, highlight=False)
+    into = out / _dir_name(key)
+    if schedule is not None:
+        # A trial of an exploration: its own schedule, not the whole search again.
+        from harness.schedule import from_json, save
+
+        played = from_json(schedule, source=f"{path}: trial {key}")
+        # Once, as the stored trial ran: its verdict is what is compared.
+        saved = save(played, out / f"{_dir_name(key)}.json")
+        argv = ["replay", str(saved), "--repeat", "1"]
+    ran = _run_replay(argv, into)
+    record = into / "results.json"
+    if not record.exists():
+        console.print(f"  could not replay (exit {ran}); see the message above")
+        return ran or ExitCode.INCONCLUSIVE
+    again = load_results(record).trials[0]
+    same = again.verdict == verdict
+    console.print(
+        f"  {'reproduced' if same else 'NOT reproduced'}: {again.verdict} (was {verdict})"
+    )
+    return ran
+
+
+def replay_argv(path: Path, key: str, line: str) -> list[str]:
     """The stored line's arguments after ``crashpoint``; checked before any replay runs."""
     try:
         args = shlex.split(line)
@@ -100,7 +123,7 @@ def _run_replay(args: list[str], out: Path) -> int:
         raise
 
 
-def _stored_target(stored: str, finding: Path) -> Path:
+def stored_target(stored: str, finding: Path) -> Path:
     """A finding's target path: as explore stores it, relative to the finding's own
     directory; a finding stored before that named it relative to where explore ran."""
     beside = finding.resolve().parent / stored
@@ -166,7 +189,7 @@ def replay_schedule(
         # The target it was found against: a reference mutant, or a crashpoint.toml.
         mutant = schedule.mutant
         if schedule.target != "reference" and target is None:
-            config_path = _stored_target(schedule.target, path)
+            config_path = stored_target(schedule.target, path)
     resolved = resolve_target(config_path, target, mutant)
     if resolved.declared is not None and all(k != schedule.provider for _, k in resolved.declared):
         raise ConfigError(

@@ -19,6 +19,7 @@ from harness.commands.target import by_persona, resolve_target
 from harness.contract.vocabulary import ExitCode
 from harness.infra import RunInfra
 from harness.results import exit_code
+from harness.shards import matrix_hash, stamp_matrix
 
 
 def run_command(
@@ -46,6 +47,8 @@ def run_command(
         replay = resolved.flags
     seed = opts.seed if opts.seed is not None else random.randrange(2**31)
     chosen = opts.cells(mutant=mutant)
+    # Of the whole matrix, not this shard's share: every shard of a run carries one hash.
+    digest = matrix_hash(replace(opts, shard=None).cells(mutant=mutant), target_doc)
     code: int = ExitCode.HELD
     with RunInfra.open(
         chosen,
@@ -68,6 +71,7 @@ def run_command(
                 replay_prefix=replay,
                 label=f"run {i + 1}/{repeat}" if repeat > 1 else "run",
             )
+            stamp_matrix(doc, digest)
             run_out = opts.out if repeat == 1 else opts.out / f"run-{i + 1:03d}"
             run_out, kept = keep_run(doc, run_out)
             print_summary(doc, run_out)

@@ -83,6 +83,8 @@ def resolve_target(
                     {"name": p.name, "kind": p.kind, "persona": p.persona}
                     for p in command.providers
                 ],
+                "config": str(config_path),
+                "config_line": target_line(config_path),
             },
             ["-c", str(config_path)],
             declared,
@@ -117,3 +119,18 @@ def by_persona(asked: Sequence[str], declared: Sequence[ProviderDecl]) -> tuple[
         speaking = [p.name for p in declared if p.persona == value]
         out.extend(speaking or [value])
     return tuple(dict.fromkeys(out))
+
+
+def target_line(config_path: Path) -> int:
+    """The line of the ``[target]`` table in ``config_path`` (1 when there is none): a
+    finding with no failpoint line of its own is located there (sarif.json)."""
+    heads = ("[target]", "[tool.crashpoint.target]", "[tool.crashpoint]")
+    try:
+        lines = config_path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return 1
+    for head in heads:
+        for n, text in enumerate(lines, 1):
+            if text.strip().startswith(head):
+                return n
+    return 1

@@ -2,7 +2,8 @@
 
 When ``CRASHPOINT_FAILPOINTS`` names a UNIX socket, :func:`failpoint` writes one JSON line
 ``{"point": ..., "job": ..., "attempt": ..., "pid": ...}`` (plus, optionally, ``"worker"``:
-the worker's ``CRASHPOINT_WORKER_ID``, and ``"step"``: which step of a multi-step job)
+the worker's ``CRASHPOINT_WORKER_ID``, ``"step"``: which step of a multi-step job, and
+``"file"``/``"line"``: where in the worker's source the failpoint was called)
 and blocks until it reads one line back (``{"action": "continue"}``). While the worker
 is blocked the harness may kill or pause it, so a signal lands exactly at the boundary.
 When the variable is unset the call is a global lookup and a return: well under a
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import threading
 
 from harness.contract.env import FAILPOINTS, WORKER_ID
@@ -40,13 +42,23 @@ def failpoint(point: str, job: str, attempt: int, step: str | None = None) -> st
     harness; returns the action it chose."""
     if _path is None:
         return CONTINUE
-    return _rendezvous(point, job, attempt, step)
+    # The caller's frame: a report can point at the boundary in the worker's own source.
+    caller = sys._getframe(1)
+    return _rendezvous(point, job, attempt, step, (caller.f_code.co_filename, caller.f_lineno))
 
 
-def _rendezvous(point: str, job: str, attempt: int, step: str | None = None) -> str:
+def _rendezvous(
+    point: str,
+    job: str,
+    attempt: int,
+    step: str | None = None,
+    where: tuple[str, int] | None = None,
+) -> str:
     global _sock, _reader, _path
     message: dict[str, object] = {"point": point, "job": job, "attempt": attempt}
     message["pid"] = os.getpid()
+    if where is not None:
+        message["file"], message["line"] = os.path.abspath(where[0]), where[1]
     if _worker is not None:
         message["worker"] = _worker
     if step is not None:

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -42,6 +44,10 @@ func At(point, job string, attempt int) string {
 	msg := map[string]any{"point": point, "job": job, "attempt": attempt, "pid": os.Getpid()}
 	if worker != "" {
 		msg["worker"] = worker
+	}
+	// The caller's file and line: a report can point at the boundary in the worker's source.
+	if _, file, lineNo, ok := runtime.Caller(1); ok {
+		msg["file"], msg["line"] = filepath.Clean(file), lineNo
 	}
 	line, _ := json.Marshal(msg)
 	if _, err := conn.Write(append(line, '\n')); err == nil {

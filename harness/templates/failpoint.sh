@@ -14,9 +14,13 @@ failpoint() {
     _fp_open=1
   fi
   _fp_worker=${CRASHPOINT_WORKER_ID:+,\"worker\":\"$CRASHPOINT_WORKER_ID\"}
+  # Under bash, the caller's file and line (a report points there); other shells have none.
+  # eval: a POSIX shell must not parse bash's array syntax.
+  _fp_at=
+  [ -z "${BASH_VERSION:-}" ] || eval '_fp_at=",\"file\":\"${BASH_SOURCE[1]:-}\",\"line\":${BASH_LINENO[0]:-0}"'
   # A subshell ignores SIGPIPE, so a harness that went away fails the write, not the worker.
-  if (trap '' PIPE; printf '{"point":"%s","job":"%s","attempt":%d,"pid":%d%s}\n' \
-      "$1" "$2" "$3" "$$" "$_fp_worker" >&8) 2>/dev/null && read -r _fp_reply <&9; then
+  if (trap '' PIPE; printf '{"point":"%s","job":"%s","attempt":%d,"pid":%d%s%s}\n' \
+      "$1" "$2" "$3" "$$" "$_fp_worker" "$_fp_at" >&8) 2>/dev/null && read -r _fp_reply <&9; then
     return 0
   fi
   CRASHPOINT_FAILPOINTS=; exec 8>&- 9<&-

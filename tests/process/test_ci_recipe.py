@@ -56,6 +56,7 @@ class Job:
         self.codes: dict[str, int] = {}
         self.failed = False
         self.summary = workdir / "step-summary.md"
+        self.sarif: dict[str, Any] = {}
 
     def expand(self, text: str) -> str:
         """``${{ matrix.X }}`` and ``${{ steps.ID.outputs.X }}``; anything else would
@@ -136,6 +137,9 @@ class Job:
                         target.parent.mkdir(parents=True, exist_ok=True)
                         shutil.copy2(f, target)
             return
+        if uses.startswith("github/codeql-action/upload-sarif@"):
+            self.sarif = json.loads((self.dir / inputs["sarif_file"]).read_text())
+            return
         raise AssertionError(f"the recipe uses an action this test does not stand in for: {uses}")
 
 
@@ -190,6 +194,10 @@ def test_the_workflow_shards_merge_into_the_unsharded_verdicts(tmp_path: Path) -
     merged = report.dir / "crashpoint-report"
     assert (merged / "index.html").is_file()
     assert report.summary.read_text() == (merged / "summary.md").read_text()
+    # The merged violations went to code scanning, one result per violated cell.
+    trials = json.loads((merged / "results.json").read_text())["trials"]
+    violated = [t for t in trials if t["verdict"] == "violated"]
+    assert len(report.sarif["runs"][0]["results"]) == len(violated) > 0
 
     whole = tmp_path / "unsharded"
     done = subprocess.run(

@@ -250,3 +250,35 @@ def test_a_worker_whose_harness_goes_away_carries_on(
     # Failpoints are off from then on: the worker neither hangs nor dies.
     assert worker.wait(10) == 0, worker.stderr_path.read_text()
     assert printed(worker) == [p for p, _ in POINTS]
+
+
+#: The source each tiny worker calls its failpoints from (plain sh knows no caller line).
+SOURCES = {"node": "worker.js", "go": "gomod/main.go", "bash": "worker.sh"}
+
+
+def test_a_client_reports_the_file_and_line_it_was_called_from(
+    lang: str,
+    argv: list[str],
+    backend: ProcessBackend,
+    rendezvous: Rendezvous,
+    workdir: Path,
+    history: History,
+) -> None:
+    worker = start(backend, argv, workdir, rendezvous=rendezvous, worker_id=f"{lang}-5")
+    assert worker.wait(20) == 0, worker.stderr_path.read_text()
+    where = [(e.fields.get("file"), e.fields.get("line")) for e in history.of_kind("failpoint")]
+    if lang not in SOURCES:
+        assert where == [(None, None)] * len(POINTS)
+        return
+    source = (workdir / SOURCES[lang]).resolve()
+    calls = [
+        n
+        for n, text in enumerate(source.read_text().splitlines(), 1)
+        if "failpoint(" in text or "failpoint.At(" in text or text.startswith("failpoint ")
+    ]
+    # One call site in a loop (node, go) or one line per point (bash).
+    expected = calls * len(POINTS) if len(calls) == 1 else calls
+    assert [(Path(f).name if f else None, n) for f, n in where] == [
+        (source.name, n) for n in expected
+    ]
+    assert all(f is not None and Path(workdir, f).resolve() == source for f, _ in where)

@@ -109,3 +109,11 @@ def test_the_default_limit_is_far_above_a_real_line() -> None:
     line = _one_line({"point": "before_external_call", "job": "j" * 200, "attempt": 1, "pid": 1})
     assert len(line) * 100 < MAX_LINE_BYTES
     assert LineBuffer().feed(line + b"\n") == [line]
+
+
+def test_the_callers_file_and_line_are_kept_and_a_bad_one_dropped() -> None:
+    line = b'{"point": "after_claim", "job": "j-1", "file": "/w/worker.js", "line": 42}'
+    msg = parse_line(line)
+    assert (msg.file, msg.line) == ("/w/worker.js", 42)
+    odd = parse_line(b'{"point": "after_claim", "file": 7, "line": "42"}')
+    assert (odd.file, odd.line) == (None, None)

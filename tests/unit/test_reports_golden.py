@@ -35,6 +35,8 @@ GOLDEN_PAGES = {
 _VOLATILE = [
     (re.compile(r'(<time class="generated" datetime=")[^"]*(">)[^<]*(</time>)'), r"\1…\2…\3"),
     (re.compile(r"crashpoint \d+\.\d+\.\d+[^\s\"<]*"), "crashpoint X.Y.Z"),
+    # sarif.json's source root: the directory the report was written from.
+    (re.compile(r'("%SRCROOT%": \{\s*"uri": ")[^"]*(")'), r"\1…\2"),
 ]
 
 

@@ -14,8 +14,16 @@ let gone = false;
 let buf = '';
 let waiting = null;
 
+// Where the caller of failpoint() is in its source ([0] Error, [1] here, [2] failpoint,
+// [3] the caller): a report can then point at the boundary in the worker's own code.
+function caller() {
+  const m = /\(?(?:file:\/\/)?([^\s()]+):(\d+):\d+\)?$/.exec((new Error().stack || '').split('\n')[3] || '');
+  return m ? { file: m[1], line: Number(m[2]) } : {};
+}
+
 function failpoint(point, job, attempt, provider) {
   if (!FP_PATH || gone) return Promise.resolve('continue');
+  const where = caller();
   if (!sock) {
     sock = net.createConnection(FP_PATH).setEncoding('utf8');
     sock.on('data', (chunk) => {
@@ -37,7 +45,7 @@ function failpoint(point, job, attempt, provider) {
   }
   return new Promise((resolve) => {
     waiting = resolve;
-    const line = { point, job, attempt, pid: process.pid, worker: WORKER };
+    const line = { point, job, attempt, pid: process.pid, worker: WORKER, ...where };
     if (provider) line.provider = provider;
     sock.write(`${JSON.stringify(line)}\n`);
   });

@@ -1,10 +1,10 @@
 """The failpoint protocol, client side: one JSON line out, one line back, per boundary.
 
 With ``CRASHPOINT_FAILPOINTS`` naming a UNIX socket, each boundary writes
-``{"point", "job", "attempt", "pid", "worker", "provider"}`` and blocks until the harness
-answers (``{"action": "continue"}``); meanwhile it may kill or stop this process, so the
-signal lands exactly there. Unset, a failpoint returns at once. If the harness goes away
-the worker carries on as if failpoints were off.
+``{"point", "job", "attempt", "pid", "worker", "provider", "file", "line"}`` and blocks
+until the harness answers (``{"action": "continue"}``); meanwhile it may kill or stop this
+process, so the signal lands exactly there. Unset, a failpoint returns at once. If the
+harness goes away the worker carries on as if failpoints were off.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 
 _path = os.environ.get("CRASHPOINT_FAILPOINTS") or ""
 _worker = os.environ.get("CRASHPOINT_WORKER_ID") or ""
@@ -25,6 +26,9 @@ def failpoint(point: str, job: str, attempt: int, provider: str | None = None) -
         return
     line: dict[str, object] = {"point": point, "job": job, "attempt": attempt}
     line.update(pid=os.getpid(), worker=_worker)
+    # The caller's file and line: a report points at the boundary in this worker's source.
+    caller = sys._getframe(1)
+    line.update(file=os.path.abspath(caller.f_code.co_filename), line=caller.f_lineno)
     if provider is not None:
         line["provider"] = provider
     try:
