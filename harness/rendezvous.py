@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.contract.errors import ConfigError
+from harness.contract.failpoint import JOB_END, JOB_OUTCOMES
 from harness.history import History
 from harness.rendezvous_holds import Connection, Gate, Hit, Holds, peer_pid
 from harness.rendezvous_wire import (
@@ -115,6 +116,14 @@ class Rendezvous:
         """Every hit so far, held or not, in arrival order."""
         with self._hits_lock:
             return list(self._hits)
+
+    def job_ends(self) -> list[tuple[str, float]]:
+        """``(job, when)`` of every job-end event so far (``job_end`` with a known outcome)."""
+        return [
+            (h.job, h.t)
+            for h in self.hits()
+            if h.point == JOB_END and h.job is not None and h.outcome in JOB_OUTCOMES
+        ]
 
     def close(self) -> None:
         """Stop serving, drop every connection (held workers continue) and remove the socket."""
@@ -233,6 +242,7 @@ class Rendezvous:
             peer_pid=conn.peer_pid,
             source=f"worker:{worker or pid}",
             step=step,
+            outcome=msg.outcome,
         )
         with self._hits_lock:
             self._hits.append(hit)
@@ -247,6 +257,7 @@ class Rendezvous:
                 held=hit.held,
                 peer_pid=conn.peer_pid,
                 **({} if step is None else {"step": step}),
+                **({} if msg.outcome is None else {"outcome": msg.outcome}),
             )
         if gate is None:
             hit._resumed = True

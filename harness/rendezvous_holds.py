@@ -71,6 +71,8 @@ class Hit:
     _resumed: bool = field(default=False, repr=False, compare=False)
     #: The step of a multi-step job the boundary belongs to (the line's ``step``), or None.
     step: str | None = None
+    #: A ``job_end`` line's outcome, or None.
+    outcome: str | None = None
 
     def resume(self, action: str = "continue") -> bool:
         """Let the worker go on; ``False`` if it had already disconnected (killed)."""

@@ -42,6 +42,8 @@ class FailpointLine:
     worker: str | None
     #: The step of a multi-step job (an older client sends none).
     step: str | None = None
+    #: A ``job_end`` line's outcome (``done``, ``needs_review``, ``dead_lettered``).
+    outcome: str | None = None
 
 
 def parse_line(line: bytes) -> FailpointLine:
@@ -70,6 +72,7 @@ def parse_line(line: bytes) -> FailpointLine:
         pid=_whole(msg.get("pid")),
         worker=msg.get("worker") if isinstance(msg.get("worker"), str) else None,
         step=msg.get("step") if isinstance(msg.get("step"), str) else None,
+        outcome=msg.get("outcome") if isinstance(msg.get("outcome"), str) else None,
     )
 
 

@@ -23,6 +23,9 @@ from harness.cpu_wait import CpuWait, Read, task_waits
 MOST_STARVED_S = 20.0
 #: Past the bound, each further wait is this long before the CPU wait is read again.
 LOOK_S = 0.25
+#: How much of a failing command's stderr its one-line error carries.
+STDERR_TAIL_LINES = 3
+STDERR_TAIL_CHARS = 400
 
 
 class Overran(Exception):
@@ -83,3 +86,14 @@ def _tree(pid: int) -> list[int]:
         return [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
     except psutil.Error:
         return [pid]
+
+
+def stderr_tail(stderr: bytes) -> str:
+    """`` (stderr: ...)`` with the last non-empty lines joined by `` | ``, on one line."""
+    lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines() if ln.strip()]
+    if not lines:
+        return " (nothing on stderr)"
+    tail = " | ".join(lines[-STDERR_TAIL_LINES:])
+    if len(tail) > STDERR_TAIL_CHARS:
+        tail = "..." + tail[-STDERR_TAIL_CHARS:]
+    return f" (stderr, last lines: {tail})"

@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
-import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,30 +42,35 @@ from harness.history import Event
 from harness.observe import ProviderLog
 from harness.oracle import JobFinal
 from harness.targets.base import Redelivery, quiet_window_s
-from harness.targets.bounded import Overran, run_bounded
+from harness.targets.bounded import STDERR_TAIL_CHARS, stderr_tail
+from harness.targets.command_calls import ENQUEUE_TIMEOUT_S, STATUS_TIMEOUT_S, CommandCalls
 from harness.targets.config import (
     CommandConfig,
     JobStatus,
     ProviderDecl,
     load_config,
-    parse_status_line,
 )
+from harness.targets.progress import Activity, EndSource, JobEnds
 
 # The schema used to live here; the run command still imports it from this module.
 __all__ = [
+    "ENQUEUE_TIMEOUT_S",
+    "STATUS_TIMEOUT_S",
+    "STDERR_TAIL_CHARS",
     "CommandAdapter",
     "CommandConfig",
     "JobStatus",
     "ProviderDecl",
     "load_config",
     "restore_unsupported",
+    "stderr_tail",
 ]
-ENQUEUE_TIMEOUT_S = 10.0
-STATUS_TIMEOUT_S = 10.0
 #: The status command runs once no request has reached a provider for this long ...
 STATUS_QUIET_S = 0.1
 #: ... and at most once per job in this interval.
 STATUS_POLL_S = 0.15
+#: ... or this, once the workers are known to send job-end events (docs/failpoints.md).
+JOB_END_POLL_S = 1.0
 
 #: How each reported state reads as a job's end state (delivery, execution, side effect).
 _STATES = {
@@ -116,30 +119,6 @@ def restore_unsupported(config: CommandConfig) -> str | None:
     )
 
 
-class _Activity:
-    """New arrivals at the trial's providers, and which jobs have reached one."""
-
-    def __init__(self) -> None:
-        self.providers: list[ProviderLog] = []
-        self._last: list[int] = []
-        self.touched: set[str] = set()
-
-    def attach(self, providers: Sequence[ProviderLog]) -> None:
-        self.providers = list(providers)
-        self._last = [0] * len(self.providers)
-
-    def arrived(self) -> bool:
-        """Whether any request reached a provider since the last call."""
-        any_new = False
-        for i, provider in enumerate(self.providers):
-            new = provider.arrivals(after=self._last[i])
-            if new:
-                any_new = True
-                self._last[i] = max(a.id for a in new)
-                self.touched.update(a.job_id for a in new if a.job_id is not None)
-        return any_new
-
-
 class CommandAdapter:
     """A :class:`~harness.targets.base.TargetAdapter` for a worker described by a config."""
 
@@ -164,7 +143,8 @@ class CommandAdapter:
         self._lease_ttl_s = config.lease_ttl_s
         #: The workers' settings (all but their id), which the status command gets too.
         self._settings: dict[str, str] = {}
-        self._activity = _Activity()
+        self._activity = Activity()
+        self._ends = JobEnds(self._activity)
         #: When the providers last went quiet (a worker start or a restore counts too).
         self._quiet_since: float | None = None
         self._last_activity = 0.0
@@ -174,13 +154,10 @@ class CommandAdapter:
         #: The last answer was "all final": the next one reads every job again.
         self._all_final = False
         self._snapshots = 0
+        self._calls = CommandCalls(config, state_dir=self.state_dir, trial_dir=trial_dir)
 
     def _abs(self, args: Iterable[str]) -> list[str]:
-        out = []
-        for a in args:
-            beside = self.config.base_dir / a
-            out.append(str(beside) if not a.startswith("-") and beside.exists() else a)
-        return out
+        return self._calls.abs(args)
 
     def providers(self, kind: str) -> Sequence[tuple[str, str]]:
         """The declared providers; the cell names which of them its faults aim at."""
@@ -235,14 +212,8 @@ class CommandAdapter:
             # A multi-step job: each step's effect at its own provider, in this order.
             doc["steps"] = [{"name": name, "provider": p} for name, p in steps]
         payload.write_text(json.dumps(doc))
-        self._run(
-            "enqueue",
-            self.config.enqueue,
-            job_id,
-            env=self._command_env(),
-            timeout_s=ENQUEUE_TIMEOUT_S,
-            fix="make it exit 0 once the job is queued",
-        )
+        self._ends.enqueued(job_id)  # an end announced before now is not this delivery's
+        self._calls.enqueue(job_id, doc, self._command_env())
         self._went_active()
 
     def redeliver(
@@ -263,65 +234,12 @@ class CommandAdapter:
         It runs where the workers run, with their environment, but without the failpoint
         socket (see :meth:`_command_env`).
         """
-        if self.config.status is None:
+        if not self.config.has_status:
             return None
-        env = self._command_env()
-        done = self._run(
-            "status",
-            self.config.status,
-            job_id,
-            env=env,
-            timeout_s=STATUS_TIMEOUT_S,
-            fix='make it print one line like {"state": "pending"} and exit 0',
-        )
-        try:
-            return parse_status_line(done.stdout.decode(errors="replace"))
-        except ValueError as exc:
-            raise self._command_error(
-                "status",
-                done,
-                str(exc),
-                'print one line like {"state": "done", "attempts": 1}',
-            ) from None
+        return self._calls.status(job_id, self._command_env())
 
     def _payload_file(self, job_id: str) -> Path:
-        return self.jobs_dir / f"{job_id}.json"
-
-    def _run(
-        self,
-        key: str,
-        template: tuple[str, ...],
-        job_id: str,
-        *,
-        env: Mapping[str, str],
-        timeout_s: float,
-        fix: str,
-    ) -> subprocess.CompletedProcess[bytes]:
-        """Run a per-job command template in the state directory; ConfigError if it fails."""
-        fields = {"job_id": job_id, "payload_file": str(self._payload_file(job_id))}
-        argv = self._abs(a.format(**fields) for a in template)
-        where = f"{self.config.path}: target.{key} command `{shlex.join(argv)}`"
-        try:
-            done = run_bounded(argv, cwd=self.state_dir, env=dict(env) or None, timeout_s=timeout_s)
-        except OSError as exc:
-            raise ConfigError(
-                f"{where} cannot start ({exc.strerror or exc}); check the program's name"
-            ) from None
-        except Overran as exc:
-            starved = f" (and {exc.more_s:.1f} s more it waited for a CPU)" if exc.more_s else ""
-            raise ConfigError(f"{where} ran past {timeout_s:.0f} s{starved}; {fix}") from None
-        if done.returncode != 0:
-            raise self._command_error(key, done, f"exited {done.returncode}", fix)
-        return done
-
-    def _command_error(
-        self, key: str, done: subprocess.CompletedProcess[bytes], what: str, fix: str
-    ) -> ConfigError:
-        argv = [str(a) for a in done.args]
-        said = stderr_tail(done.stderr)
-        return ConfigError(
-            f"{self.config.path}: target.{key} command `{shlex.join(argv)}` {what}{said}; {fix}"
-        )
+        return self._calls.payload_file(job_id)
 
     def worker_argv(self) -> list[str]:
         if self.in_image:
@@ -357,6 +275,8 @@ class CommandAdapter:
             # the worker is told to run with.
             env["CRASHPOINT_POLL_S"] = str(self.config.poll_s)
         self._settings = {k: v for k, v in env.items() if k != "CRASHPOINT_WORKER_ID"}
+        # Served commands start with the first worker: their start-ups overlap.
+        self._calls.start(self._command_env())
         self._went_active()  # a worker starting now may act only after its start-up
         return env
 
@@ -385,10 +305,16 @@ class CommandAdapter:
         reached a provider and none has been reached for longer than a lease."""
         wanted = list(jobs)
         quiet_s = self._quiet_for()
-        if self.config.status is None:
+        if quiet_s >= STATUS_QUIET_S and self._ends.ended(wanted) >= set(wanted):
+            # Every worker said so, after all that could reopen a job: no poll needed.
+            return True
+        if not self.config.has_status:
             touched = set(wanted) <= self._activity.touched
             return touched and quiet_s >= quiet_window_s(self._lease_ttl_s)
-        if quiet_s < STATUS_QUIET_S or time.monotonic() - self._last_poll < STATUS_POLL_S:
+        # Workers that announce their jobs' ends leave the status command a fallback (a
+        # worker killed between its durable end and the event never sends one): rarer.
+        every = JOB_END_POLL_S if self._ends.heard_any() else STATUS_POLL_S
+        if quiet_s < STATUS_QUIET_S or time.monotonic() - self._last_poll < every:
             return False
         if self._all_final:
             # Asked again after a settle pause: every job is read afresh, so one the
@@ -422,12 +348,16 @@ class CommandAdapter:
     def job_states(self, jobs: Iterable[str]) -> dict[str, JobFinal] | None:
         """Each job's state by the status command (None without one); a state read
         before the providers last saw a request is read again."""
-        if self.config.status is None:
+        if not self.config.has_status:
             return None
         wanted = list(jobs)
         self._quiet_for()
         self._poll(wanted, fresh_after=self._last_activity)
         return {j: self._states[j][0] for j in wanted}
+
+    def hear_job_ends(self, source: EndSource) -> None:
+        """The trial's job-end events (the rendezvous's), read at each quiescence check."""
+        self._ends.hear(source)
 
     def ledger_events(self) -> list[Event]:
         return []
@@ -449,12 +379,15 @@ class CommandAdapter:
         if why is not None:
             raise ConfigError(why)
         self._snapshots += 1
+        self._calls.close()  # a served command may hold the state open: it restarts on use
         copy = self.trial_dir / "snapshots" / f"{self._snapshots}"
         shutil.copytree(self.state_dir, copy, symlinks=True)
         return copy
 
     def restore(self, snapshot: Any) -> None:
         """Replace the state directory's contents with ``snapshot``; no worker runs."""
+        self._calls.close()
+        self._ends.restored()
         for child in self.state_dir.iterdir():
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child)
@@ -465,20 +398,5 @@ class CommandAdapter:
         self._went_active()
 
     def close(self) -> None:
-        return None
-
-
-#: How much of a failing command's stderr its one-line error carries.
-STDERR_TAIL_LINES = 3
-STDERR_TAIL_CHARS = 400
-
-
-def stderr_tail(stderr: bytes) -> str:
-    """`` (stderr: ...)`` with the last non-empty lines joined by `` | ``, on one line."""
-    lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines() if ln.strip()]
-    if not lines:
-        return " (nothing on stderr)"
-    tail = " | ".join(lines[-STDERR_TAIL_LINES:])
-    if len(tail) > STDERR_TAIL_CHARS:
-        tail = "..." + tail[-STDERR_TAIL_CHARS:]
-    return f" (stderr, last lines: {tail})"
+        """Stop the served commands (stdin closed, then SIGTERM, then SIGKILL)."""
+        self._calls.close()

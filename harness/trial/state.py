@@ -31,7 +31,7 @@ from harness.phases import Phases
 from harness.plan import Cell
 from harness.providers import ProviderControl
 from harness.rendezvous import Rendezvous
-from harness.targets.base import TargetAdapter, quiet_window_s
+from harness.targets.base import HearsJobEnds, TargetAdapter, quiet_window_s
 from harness.trial.config import TrialConfig
 from harness.trial.kept import keep_copy
 from harness.trial.providers import release_providers, start_providers
@@ -155,6 +155,8 @@ class TrialState:
         self.target.attach_providers(
             [p.client for p in self.providers.values()], self.provider_env()
         )
+        if isinstance(self.target, HearsJobEnds):
+            self.target.hear_job_ends(self.rendezvous.job_ends)
 
     def _start_providers(self, declared: dict[str, str]) -> None:
         """Start (or lease) the ``declared`` providers, configured for the cell, and watch
