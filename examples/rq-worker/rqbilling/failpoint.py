@@ -4,7 +4,9 @@ With ``CRASHPOINT_FAILPOINTS`` naming a UNIX socket, each boundary writes
 ``{"point", "job", "attempt", "pid", "worker", "provider"}`` and blocks until the harness
 answers (``{"action": "continue"}``); meanwhile it may kill or stop this process, so the
 signal lands exactly there. Unset, a failpoint returns at once. If the harness goes away
-the worker carries on as if failpoints were off.
+the worker carries on as if failpoints were off. :func:`job_end` is the same exchange at
+the point ``job_end``, with the job's outcome: the harness then knows the job has ended
+without asking the status command.
 """
 
 from __future__ import annotations
@@ -20,13 +22,20 @@ _buf = b""
 
 
 def failpoint(point: str, job: str, attempt: int, provider: str | None = None) -> None:
+    if _path:
+        _exchange({"point": point, "job": job, "attempt": attempt, "provider": provider})
+
+
+def job_end(job: str, outcome: str, attempt: int) -> None:
+    """``outcome``: done, needs_review or dead_lettered, once it is durable in the record."""
+    if _path:
+        _exchange({"point": "job_end", "job": job, "attempt": attempt, "outcome": outcome})
+
+
+def _exchange(fields: dict[str, object]) -> None:
     global _sock, _path, _buf
-    if not _path:
-        return
-    line: dict[str, object] = {"point": point, "job": job, "attempt": attempt}
+    line = {k: v for k, v in fields.items() if v is not None}
     line.update(pid=os.getpid(), worker=_worker)
-    if provider is not None:
-        line["provider"] = provider
     try:
         if _sock is None:
             _sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
