@@ -58,7 +58,7 @@ def main() -> int:
             continue
         try:
             reply = answer(s, redis, json.loads(line))
-        except Exception as exc:  # noqa: BLE001  (one bad request must not end the trial's server)
+        except Exception as exc:  # one bad request must not end the trial's server
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(reply), flush=True)
     return 0
