@@ -2,6 +2,7 @@
 // crashpoint's failpoint client for Node.js (docs/failpoints.md). Copy it beside your worker:
 //   const { failpoint } = require('./failpoint');
 //   await failpoint('after_claim', jobId, attempt);   // resolves to 'continue'
+//   await jobEnd(jobId, 'done', attempt);   // once the end is durable: no status polling
 // Unset CRASHPOINT_FAILPOINTS: resolves at once. If the harness goes away: failpoints off.
 const net = require('net');
 
@@ -11,7 +12,7 @@ let buf = '';
 let answer = null; // resolves the one request in flight
 let queue = Promise.resolve(); // the protocol has one request in flight per connection
 
-function ask(point, job, attempt) {
+function ask(point, job, attempt, extra) {
   if (!path) return 'continue';
   if (!sock) {
     sock = net.createConnection(path).setEncoding('utf8');
@@ -28,7 +29,7 @@ function ask(point, job, attempt) {
     sock.on('error', () => {}); // 'close' follows
     sock.on('close', () => { path = ''; sock = null; if (answer) answer('continue'); });
   }
-  const line = { point, job, attempt, pid: process.pid };
+  const line = { point, job, attempt, pid: process.pid, ...extra };
   if (process.env.CRASHPOINT_WORKER_ID) line.worker = process.env.CRASHPOINT_WORKER_ID;
   return new Promise((resolve) => {
     answer = (action) => { answer = null; resolve(action); };
@@ -37,10 +38,15 @@ function ask(point, job, attempt) {
   });
 }
 
-function failpoint(point, job, attempt) {
+function failpoint(point, job, attempt, extra) {
   if (!path) return Promise.resolve('continue');
-  queue = queue.then(() => ask(point, job, attempt));
+  queue = queue.then(() => ask(point, job, attempt, extra));
   return queue;
 }
 
-module.exports = { failpoint };
+// The job has ended (outcome: 'done', 'needs_review' or 'dead_lettered'), durably.
+function jobEnd(job, outcome, attempt = null) {
+  return failpoint('job_end', job, attempt, { outcome }).then(() => undefined);
+}
+
+module.exports = { failpoint, jobEnd };
