@@ -36,10 +36,10 @@ class ServeSchema(TableReader):
                 f"must be a non-empty list of strings, got {shown(value)}",
                 f"write {op} = {SERVE_EXAMPLE}",
             )
-        if any("{" in a for a in value):
+        if any(f"{{{p}}}" in a for a in value for p in ("job_id", "payload_file")):
             raise self.fail(
                 key,
-                "has a placeholder, but it is started once per trial, not per job",
+                "names a job, but it is started once per trial, not per job",
                 "read the job from each request line instead",
             )
         return tuple(value)
