@@ -207,6 +207,7 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
             env[provider_kind_var(p.name)] = p.kind
         env[FAILPOINTS] = str(rendezvous.path)
         adapter = CommandAdapter(config, trial_dir=work)
+        stack.callback(adapter.close)  # served commands stop before the directory goes
         adapter.setup()
         env[STATE_DIR] = str(adapter.state_dir)
         first = config.providers[0].name
