@@ -51,6 +51,7 @@ from harness.targets.config import (
     load_config,
 )
 from harness.targets.progress import Activity, EndSource, JobEnds
+from harness.targets.status_line import job_final
 
 # The schema used to live here; the run command still imports it from this module.
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "CommandConfig",
     "JobStatus",
     "ProviderDecl",
+    "job_final",
     "load_config",
     "restore_unsupported",
     "stderr_tail",
@@ -71,30 +73,6 @@ STATUS_QUIET_S = 0.1
 STATUS_POLL_S = 0.15
 #: ... or this, once the workers are known to send job-end events (docs/failpoints.md).
 JOB_END_POLL_S = 1.0
-
-#: How each reported state reads as a job's end state (delivery, execution, side effect).
-_STATES = {
-    "done": ("acknowledged", "succeeded", "confirmed"),
-    "needs_review": ("needs_review", "unknown", "ambiguous"),
-    "dead_lettered": ("dead_lettered", "failed", "not_confirmed"),
-    "pending": ("pending", "pending", "unknown"),
-}
-
-
-def job_final(job_id: str, status: JobStatus) -> JobFinal:
-    """A status line as the oracle reads a job's state."""
-    delivery, execution, effect = _STATES[status.state]
-    return JobFinal(
-        job_id=job_id,
-        delivery_state=delivery,
-        execution_state=execution,
-        side_effect_state=effect,
-        needs_review=status.state == "needs_review",
-        attempts=status.attempts,
-        external_ref=status.external_ref,
-        last_error=status.last_error,
-        idempotency_key=status.idempotency_key,
-    )
 
 
 def restore_unsupported(config: CommandConfig) -> str | None:
@@ -127,7 +105,7 @@ class CommandAdapter:
 
     def __init__(self, config: CommandConfig, *, trial_dir: Path, in_image: bool = False) -> None:
         self.provider_name = config.providers[0].name
-        self.config = config
+        self._calls = CommandCalls(config, state_dir=trial_dir / "state", trial_dir=trial_dir)
         self.steps = config.steps
         self.max_attempts = config.max_attempts
         self.poll_s = config.poll_s
@@ -154,7 +132,15 @@ class CommandAdapter:
         #: The last answer was "all final": the next one reads every job again.
         self._all_final = False
         self._snapshots = 0
-        self._calls = CommandCalls(config, state_dir=self.state_dir, trial_dir=trial_dir)
+
+    @property
+    def config(self) -> CommandConfig:
+        """The target's configuration (the calls read the same one)."""
+        return self._calls.config
+
+    @config.setter
+    def config(self, value: CommandConfig) -> None:
+        self._calls.config = value
 
     def _abs(self, args: Iterable[str]) -> list[str]:
         return self._calls.abs(args)
