@@ -291,7 +291,8 @@ class CommandAdapter:
         reached a provider and none has been reached for longer than a lease."""
         wanted = list(jobs)
         quiet_s = self._quiet_for()
-        if quiet_s >= STATUS_QUIET_S and self._ends.ended(wanted) >= set(wanted):
+        ended = self._ends.ended(wanted) if quiet_s >= STATUS_QUIET_S else set()
+        if quiet_s >= STATUS_QUIET_S and ended >= set(wanted):
             # Every worker said so, after all that could reopen a job: no poll needed.
             return True
         if not self.config.has_status:
@@ -300,14 +301,17 @@ class CommandAdapter:
         # Workers that announce their jobs' ends leave the status command a fallback (a
         # worker killed between its durable end and the event never sends one): rarer.
         every = JOB_END_POLL_S if self._ends.heard_any() else STATUS_POLL_S
-        if quiet_s < STATUS_QUIET_S or time.monotonic() - self._last_poll < every:
+        # Asked again after a settle pause, which stood in for the interval.
+        again = self._all_final
+        if quiet_s < STATUS_QUIET_S or (not again and time.monotonic() - self._last_poll < every):
             return False
-        if self._all_final:
-            # Asked again after a settle pause: every job is read afresh, so one the
-            # pause reopened is seen, and "final" is what the worker says now.
+        if again:
+            # Every job is read afresh, so one the pause reopened is seen, and "final" is
+            # what the worker says now.
             self._states.clear()
-        self._poll(wanted)
-        self._all_final = all(self._states[j][0].final for j in wanted)
+        rest = [j for j in wanted if j not in ended]
+        self._poll(rest)
+        self._all_final = all(self._states[j][0].final for j in rest)
         return self._all_final
 
     def _poll(self, jobs: Iterable[str], *, fresh_after: float = 0.0) -> None:

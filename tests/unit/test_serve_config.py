@@ -104,3 +104,30 @@ def test_a_job_ends_when_announced_after_all_that_reopens_it() -> None:
     assert tracker.ended(["j-1"]) == {"j-1"}
     tracker.restored()
     assert tracker.ended(["j-1"]) == set()
+
+
+def test_announced_jobs_are_not_polled_and_a_settled_answer_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.targets import command
+
+    # No waiting in a unit test: quiet at once, and the fallback interval never passes.
+    monkeypatch.setattr(command, "STATUS_QUIET_S", 0.0)
+    monkeypatch.setattr(command, "JOB_END_POLL_S", 3600.0)
+    status = tmp_path / "status.py"
+    asked = tmp_path / "asked"
+    status.write_text(
+        "import sys\n"
+        f"open({str(asked)!r}, 'a').write(sys.argv[1] + '\\n')\n"
+        'print(\'{"state": "done"}\')\n'
+    )
+    text = GOOD.replace(
+        '["node", "status.js", "{job_id}"]', f'["python3", "{status}", "{{job_id}}"]'
+    )
+    adapter = command.CommandAdapter(load_config(write(tmp_path, text)), trial_dir=tmp_path / "t")
+    adapter.setup()
+    adapter.hear_job_ends(lambda: [("j-1", time.monotonic())])
+    assert adapter.quiescent(["j-1", "j-2"])  # j-1 announced; j-2 asked, though rarely
+    # Asked again after the settle pause: read afresh at once, not after the interval.
+    assert adapter.quiescent(["j-1", "j-2"])
+    assert asked.read_text().split() == ["j-2", "j-2"]
