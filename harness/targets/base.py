@@ -54,6 +54,16 @@ class HearsJobEnds(Protocol):
         ...
 
 
+@runtime_checkable
+class CommandProcesses(Protocol):
+    """A target with long-lived processes of its own beside the workers (served
+    commands): their CPU wait is the machine's too."""
+
+    def command_pids(self) -> list[int]:
+        """The pids of those processes now running."""
+        ...
+
+
 #: How a job reaches the target a second time (``duplicate_delivery``): a second
 #: consumer with a ledger of its own, or the same job enqueued again into the same target.
 Redelivery = Literal["second_consumer", "enqueue_again"]

@@ -345,6 +345,11 @@ class CommandAdapter:
         self._poll(wanted, fresh_after=self._last_activity)
         return {j: self._states[j][0] for j in wanted}
 
+    def command_pids(self) -> list[int]:
+        """The served enqueue and status commands' processes, for the CPU wait that
+        stretches the trial's bounds as the workers' does."""
+        return self._calls.pids()
+
     def hear_job_ends(self, source: EndSource) -> None:
         """The trial's job-end events (the rendezvous's), read at each quiescence check."""
         self._ends.hear(source)

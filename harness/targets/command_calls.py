@@ -62,6 +62,10 @@ class CommandCalls:
         for served in self.served.values():
             served.close()
 
+    def pids(self) -> list[int]:
+        """The served commands' running processes."""
+        return [pid for s in self.served.values() if (pid := s.pid) is not None]
+
     def enqueue(self, job_id: str, doc: Mapping[str, Any], env: Mapping[str, str]) -> None:
         served = self.served.get("enqueue")
         if served is not None:

@@ -75,6 +75,12 @@ class Served:
         self.ready_s: float | None = None
         self._started_at = 0.0
 
+    @property
+    def pid(self) -> int | None:
+        """The running process's pid; None when none runs."""
+        proc = self._proc
+        return None if proc is None or proc.poll() is not None else proc.pid
+
     def start(self, env: Mapping[str, str]) -> None:
         """Start the process without waiting for it: its imports overlap the trial's
         other start-up, and the first request waits for its handshake."""

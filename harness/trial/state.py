@@ -31,7 +31,12 @@ from harness.phases import Phases
 from harness.plan import Cell
 from harness.providers import ProviderControl
 from harness.rendezvous import Rendezvous
-from harness.targets.base import HearsJobEnds, TargetAdapter, quiet_window_s
+from harness.targets.base import (
+    CommandProcesses,
+    HearsJobEnds,
+    TargetAdapter,
+    quiet_window_s,
+)
 from harness.trial.config import TrialConfig
 from harness.trial.kept import keep_copy
 from harness.trial.providers import release_providers, start_providers
@@ -290,6 +295,13 @@ class TrialState:
         for handle in self.workers.values():
             if handle.exited_at is None:
                 pids += handle.tree()
+        return pids
+
+    def target_pids(self) -> list[int]:
+        """The workers' pids and the target's served commands' (docs/getting-started.md)."""
+        pids = self.worker_pids()
+        if isinstance(self.target, CommandProcesses):
+            pids += self.target.command_pids()
         return pids
 
     def sleep(self, seconds: float) -> None:

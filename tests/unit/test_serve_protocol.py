@@ -74,8 +74,12 @@ def test_a_request_gets_its_reply_after_the_handshake(tmp_path: Path) -> None:
     try:
         first = s.request({"op": "status", "job_id": "j-1"}, os.environ, 5.0)
         second = s.request({"op": "status", "job_id": "j-2"}, os.environ, 5.0)
+        # Its pid is named for the CPU wait that stretches the trial's bounds.
+        assert s.pid is not None
+        assert psutil.Process(s.pid).cmdline()[-1] == "good"
     finally:
         s.close()
+    assert s.pid is None
     assert first == {"state": "done", "echo": {"op": "status", "job_id": "j-1"}}
     assert second["echo"]["job_id"] == "j-2"  # one process answered both, in order
     assert s.ready_s is not None
