@@ -63,6 +63,10 @@ class CommandProcesses(Protocol):
         """The pids of those processes now running."""
         ...
 
+    def command_startups(self) -> dict[str, float]:
+        """Seconds each took to be ready, by timing key (results.json ``timings``)."""
+        ...
+
 
 #: How a job reaches the target a second time (``duplicate_delivery``): a second
 #: consumer with a ledger of its own, or the same job enqueued again into the same target.

@@ -346,9 +346,12 @@ class CommandAdapter:
         return {j: self._states[j][0] for j in wanted}
 
     def command_pids(self) -> list[int]:
-        """The served enqueue and status commands' processes, for the CPU wait that
-        stretches the trial's bounds as the workers' does."""
+        """The served commands' processes: their CPU wait stretches the trial's bounds."""
         return self._calls.pids()
+
+    def command_startups(self) -> dict[str, float]:
+        """How long each served command took to start (``serve_enqueue_ready_s``)."""
+        return self._calls.startups()
 
     def hear_job_ends(self, source: EndSource) -> None:
         """The trial's job-end events (the rendezvous's), read at each quiescence check."""
@@ -393,5 +396,4 @@ class CommandAdapter:
         self._went_active()
 
     def close(self) -> None:
-        """Stop the served commands (stdin closed, then SIGTERM, then SIGKILL)."""
-        self._calls.close()
+        self._calls.close()  # stdin closed, then SIGTERM, then SIGKILL

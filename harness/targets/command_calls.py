@@ -62,6 +62,14 @@ class CommandCalls:
         for served in self.served.values():
             served.close()
 
+    def startups(self) -> dict[str, float]:
+        """Seconds from each served command's start to its handshake, by timing key."""
+        return {
+            f"serve_{op}_ready_s": s.ready_s
+            for op, s in self.served.items()
+            if s.ready_s is not None
+        }
+
     def pids(self) -> list[int]:
         """The served commands' running processes."""
         return [pid for s in self.served.values() if (pid := s.pid) is not None]
