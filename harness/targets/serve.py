@@ -20,7 +20,8 @@ Anything else (no answer within the bound, output that is not one JSON object, a
 stdout, an ``error``) is a :class:`ConfigError` naming the command, what it did and the
 last lines of its stderr (kept in a file in the trial's directory, so a chatty server
 never blocks on a full pipe): the trial ends inconclusive with that reason, never hangs.
-After such an error the process is stopped; the next request starts a fresh one.
+After any of these but an ``error`` answer (which leaves the stream in step) the process
+is stopped, and the next request starts a fresh one.
 """
 
 from __future__ import annotations
