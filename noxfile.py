@@ -220,14 +220,17 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """Measure the speed targets and trials to first detection per mutant (matrix,
-    explore, random): writes bench.json and prints the tables (about 20 minutes).
+    """Measure the speed targets, the heavy target (0.5 s of CPU per process start,
+    one-shot and served) and trials to first detection per mutant (matrix, explore,
+    random): writes bench.json and prints the tables (about 45 minutes).
 
     ``nox -s bench -- NAME ...`` runs other benchmarks instead (``python -m benchmarks``
     lists them); ``BENCH_RUNS=5`` repeats each matrix for medians; ``DETECTION_BUDGET``
-    and ``DETECTION_MUTANTS`` bound the detection run (benchmarks/bench_detection.py).
+    and ``DETECTION_MUTANTS`` bound the detection run (benchmarks/bench_detection.py);
+    ``HEAVY_RUNS`` (default 3) repeats the heavy target's matrices.
     """
-    session.run("python", "-m", "benchmarks", *(session.posargs or ["speed", "detection"]))
+    default = ["speed", "heavy", "detection"]
+    session.run("python", "-m", "benchmarks", *(session.posargs or default))
 
 
 @nox.session(default=False)

@@ -6,6 +6,6 @@ the contract package only, never the engine.
 
 from __future__ import annotations
 
-from harness.contract.failpoint import enabled, failpoint
+from harness.contract.failpoint import enabled, failpoint, job_end
 
-__all__ = ["enabled", "failpoint"]
+__all__ = ["enabled", "failpoint", "job_end"]

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from harness.contract.errors import ConfigError
+from harness.contract.failpoint import JOB_END, JOB_OUTCOMES
 from harness.history import History
 from harness.rendezvous_holds import Connection, Gate, Hit, Holds, peer_pid
 from harness.rendezvous_wire import (
@@ -122,6 +123,14 @@ class Rendezvous:
         """Every hit so far, held or not, in arrival order."""
         with self._hits_lock:
             return list(self._hits)
+
+    def job_ends(self) -> list[tuple[str, float]]:
+        """``(job, when)`` of every job-end event so far (``job_end`` with a known outcome)."""
+        return [
+            (h.job, h.t)
+            for h in self.hits()
+            if h.point == JOB_END and h.job is not None and h.outcome in JOB_OUTCOMES
+        ]
 
     def close(self) -> None:
         """Stop serving, drop every connection (held workers continue) and remove the socket."""
@@ -242,6 +251,7 @@ class Rendezvous:
             source=f"worker:{worker or pid}",
             step=step,
             provider=provider,
+            outcome=msg.outcome,
         )
         with self._hits_lock:
             self._hits.append(hit)
@@ -258,6 +268,7 @@ class Rendezvous:
                 **({} if step is None else {"step": step}),
                 **({} if provider is None else {"provider": provider}),
                 **_source_line(msg),
+                **({} if msg.outcome is None else {"outcome": msg.outcome}),
             )
         if gate is None:
             hit._resumed = True

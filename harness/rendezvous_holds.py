@@ -74,6 +74,8 @@ class Hit:
     #: The declared provider the boundary's call goes to, as the line named it (its
     #: ``provider``, or a ``step`` of a known provider); None: the line did not say.
     provider: str | None = None
+    #: A ``job_end`` line's outcome, or None.
+    outcome: str | None = None
 
     def resume(self, action: str = "continue") -> bool:
         """Let the worker go on; ``False`` if it had already disconnected (killed)."""

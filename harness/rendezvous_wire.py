@@ -47,6 +47,8 @@ class FailpointLine:
     #: Where in the worker's source the failpoint was called (an older client sends none).
     file: str | None = None
     line: int | None = None
+    #: A ``job_end`` line's outcome (``done``, ``needs_review``, ``dead_lettered``).
+    outcome: str | None = None
 
 
 def parse_line(line: bytes) -> FailpointLine:
@@ -78,6 +80,7 @@ def parse_line(line: bytes) -> FailpointLine:
         provider=msg.get("provider") if isinstance(msg.get("provider"), str) else None,
         file=msg.get("file") if isinstance(msg.get("file"), str) and msg["file"] else None,
         line=_whole(msg.get("line")),
+        outcome=msg.get("outcome") if isinstance(msg.get("outcome"), str) else None,
     )
 
 

@@ -25,7 +25,7 @@ from harness.oracle import Judgement, Violation, judge, warning_json
 from harness.oracle.stored import facts_to_json
 from harness.plan import Cell
 from harness.provider_crash import provider_crash
-from harness.targets.base import quiet_window_s
+from harness.targets.base import CommandProcesses, quiet_window_s
 from harness.trial import PROVIDER_NAME, Driver, Trial
 
 __all__ = [
@@ -199,6 +199,13 @@ def recorded_so_far(trial: Trial) -> list[Event]:
     return trial.history.events()
 
 
+def startups(trial: Trial) -> dict[str, float]:
+    """How long the target's served commands took to start, when it has any."""
+    if isinstance(trial.target, CommandProcesses):
+        return trial.target.command_startups()
+    return {}
+
+
 def workers_time_s(trial: Trial) -> float:
     """The seconds the trial's workers were alive, summed, up to the trial's stop."""
     stopped = trial.stopped_at or time.monotonic()
@@ -230,6 +237,7 @@ def _result(
             "waits_s": trial.waits_s,
             "overhead_s": max(0.0, duration - trial.waits_s),
             **trial.phases.as_timings(),
+            **startups(trial),
         },
         unjudged=dict(judged.unjudged),
         reached_by=trial.reached_by if trial.reached else None,

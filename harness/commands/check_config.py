@@ -193,7 +193,7 @@ def watch(config: CommandConfig, *, timeout_s: float) -> Seen:
         adapter = CommandAdapter(config, trial_dir=work)
         if adapter.broker is not None:
             adapter.broker.watchdog = watchdog
-        stack.callback(adapter.close)  # its broker, when it declares one
+        stack.callback(adapter.close)  # its broker and served commands, before the directory goes
         adapter.setup()
         env[STATE_DIR] = str(adapter.state_dir)
         first = config.providers[0].name

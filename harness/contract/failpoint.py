@@ -10,6 +10,12 @@ When the variable is unset the call is a global lookup and a return: well under 
 microsecond.
 
 A Node.js or Go worker needs the same twenty lines: connect once, write a line, read a line.
+
+:func:`job_end` is the same exchange at the point ``job_end``, with the job's
+``outcome`` (``done``, ``needs_review`` or ``dead_lettered``) on the line: the worker says
+a job has reached its end, and the harness, which otherwise polls the target's status
+command to learn it, stops waiting for that job at once. A harness that predates it
+reads an ordinary failpoint and answers continue.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from harness.contract.env import FAILPOINTS, WORKER_ID
 #: The one reply the harness sends today; a client treats any other action as continue.
 CONTINUE = "continue"
 CONTINUE_LINE = b'{"action": "continue"}\n'
+#: The point a job-end event is sent at, and the outcomes it may carry.
+JOB_END = "job_end"
+JOB_OUTCOMES = ("done", "needs_review", "dead_lettered")
 
 _path: str | None = os.environ.get(FAILPOINTS) or None
 _worker: str | None = os.environ.get(WORKER_ID) or None
@@ -47,18 +56,28 @@ def failpoint(point: str, job: str, attempt: int, step: str | None = None) -> st
     return _rendezvous(point, job, attempt, step, (caller.f_code.co_filename, caller.f_lineno))
 
 
+def job_end(job: str, outcome: str, attempt: int | None = None) -> None:
+    """Tell the harness ``job`` has ended with ``outcome`` (one of :data:`JOB_OUTCOMES`):
+    call it once the end is durable (written where the status command reads it)."""
+    if _path is not None:
+        _rendezvous(JOB_END, job, attempt, outcome=outcome)
+
+
 def _rendezvous(
     point: str,
     job: str,
-    attempt: int,
+    attempt: int | None,
     step: str | None = None,
     where: tuple[str, int] | None = None,
+    outcome: str | None = None,
 ) -> str:
     global _sock, _reader, _path
     message: dict[str, object] = {"point": point, "job": job, "attempt": attempt}
     message["pid"] = os.getpid()
     if where is not None:
         message["file"], message["line"] = os.path.abspath(where[0]), where[1]
+    if outcome is not None:
+        message["outcome"] = outcome
     if _worker is not None:
         message["worker"] = _worker
     if step is not None:

@@ -14,7 +14,7 @@ is the target's own: nothing is borrowed from the reference worker (docs/fairnes
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from harness.history import Event
@@ -41,6 +41,30 @@ class LeaseClock(Protocol):
 
     def lease_expires_at(self, job_id: str) -> float | None:
         """When ``job_id``'s current lease runs out; None when no lease is held."""
+        ...
+
+
+@runtime_checkable
+class HearsJobEnds(Protocol):
+    """A target whose workers may announce their jobs' ends (``job_end`` on the failpoint
+    socket): it is given where those events collect, and polls less for them."""
+
+    def hear_job_ends(self, source: Callable[[], Sequence[tuple[str, float]]]) -> None:
+        """``source()`` returns ``(job, when)`` of every job-end event so far."""
+        ...
+
+
+@runtime_checkable
+class CommandProcesses(Protocol):
+    """A target with long-lived processes of its own beside the workers (served
+    commands): their CPU wait is the machine's too."""
+
+    def command_pids(self) -> list[int]:
+        """The pids of those processes now running."""
+        ...
+
+    def command_startups(self) -> dict[str, float]:
+        """Seconds each took to be ready, by timing key (results.json ``timings``)."""
         ...
 
 

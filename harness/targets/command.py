@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
-import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,59 +43,39 @@ from harness.history import Event
 from harness.observe import ProviderLog
 from harness.oracle import JobFinal
 from harness.targets.base import Redelivery, quiet_window_s
-from harness.targets.bounded import Overran, run_bounded
 from harness.targets.broker_commands import trial_broker
+from harness.targets.command_calls import ENQUEUE_TIMEOUT_S, STATUS_TIMEOUT_S, CommandCalls
 from harness.targets.command_lifecycle import LifecycleCommands
-from harness.targets.command_output import STDERR_TAIL_CHARS, refused_line, stderr_tail
+from harness.targets.command_output import STDERR_TAIL_CHARS, stderr_tail
 from harness.targets.config import (
     CommandConfig,
     JobStatus,
     ProviderDecl,
     load_config,
-    parse_status_line,
 )
+from harness.targets.progress import Activity, EndSource, JobEnds
+from harness.targets.status_line import job_final
 
 # The schema used to live here; the run command still imports it from this module.
 __all__ = [
+    "ENQUEUE_TIMEOUT_S",
+    "STATUS_TIMEOUT_S",
     "STDERR_TAIL_CHARS",
     "CommandAdapter",
     "CommandConfig",
     "JobStatus",
     "ProviderDecl",
+    "job_final",
     "load_config",
     "restore_unsupported",
     "stderr_tail",
 ]
-ENQUEUE_TIMEOUT_S = 10.0
-STATUS_TIMEOUT_S = 10.0
 #: The status command runs once no request has reached a provider for this long ...
 STATUS_QUIET_S = 0.1
 #: ... and at most once per job in this interval.
 STATUS_POLL_S = 0.15
-
-#: How each reported state reads as a job's end state (delivery, execution, side effect).
-_STATES = {
-    "done": ("acknowledged", "succeeded", "confirmed"),
-    "needs_review": ("needs_review", "unknown", "ambiguous"),
-    "dead_lettered": ("dead_lettered", "failed", "not_confirmed"),
-    "pending": ("pending", "pending", "unknown"),
-}
-
-
-def job_final(job_id: str, status: JobStatus) -> JobFinal:
-    """A status line as the oracle reads a job's state."""
-    delivery, execution, effect = _STATES[status.state]
-    return JobFinal(
-        job_id=job_id,
-        delivery_state=delivery,
-        execution_state=execution,
-        side_effect_state=effect,
-        needs_review=status.state == "needs_review",
-        attempts=status.attempts,
-        external_ref=status.external_ref,
-        last_error=status.last_error,
-        idempotency_key=status.idempotency_key,
-    )
+#: ... or this, once the workers are known to send job-end events (docs/failpoints.md).
+JOB_END_POLL_S = 1.0
 
 
 def restore_unsupported(config: CommandConfig) -> str | None:
@@ -122,30 +100,6 @@ def restore_unsupported(config: CommandConfig) -> str | None:
     )
 
 
-class _Activity:
-    """New arrivals at the trial's providers, and which jobs have reached one."""
-
-    def __init__(self) -> None:
-        self.providers: list[ProviderLog] = []
-        self._last: list[int] = []
-        self.touched: set[str] = set()
-
-    def attach(self, providers: Sequence[ProviderLog]) -> None:
-        self.providers = list(providers)
-        self._last = [0] * len(self.providers)
-
-    def arrived(self) -> bool:
-        """Whether any request reached a provider since the last call."""
-        any_new = False
-        for i, provider in enumerate(self.providers):
-            new = provider.arrivals(after=self._last[i])
-            if new:
-                any_new = True
-                self._last[i] = max(a.id for a in new)
-                self.touched.update(a.job_id for a in new if a.job_id is not None)
-        return any_new
-
-
 class CommandAdapter(LifecycleCommands):
     """A :class:`~harness.targets.base.TargetAdapter` for a worker described by a config."""
 
@@ -154,7 +108,7 @@ class CommandAdapter(LifecycleCommands):
 
     def __init__(self, config: CommandConfig, *, trial_dir: Path, in_image: bool = False) -> None:
         self.provider_name = config.providers[0].name
-        self.config = config
+        self._calls = CommandCalls(config, state_dir=trial_dir / "state", trial_dir=trial_dir)
         self.steps = config.steps
         self.max_attempts = config.max_attempts
         self.poll_s = config.poll_s
@@ -170,7 +124,8 @@ class CommandAdapter(LifecycleCommands):
         self._lease_ttl_s = config.lease_ttl_s
         #: The workers' settings (all but their id), which the status command gets too.
         self._settings: dict[str, str] = {}
-        self._activity = _Activity()
+        self._activity = Activity()
+        self._ends = JobEnds(self._activity)
         #: When the providers last went quiet (a worker start or a restore counts too).
         self._quiet_since: float | None = None
         self._last_activity = 0.0
@@ -188,12 +143,17 @@ class CommandAdapter(LifecycleCommands):
         )
         self.refused: set[str] = set()
 
+    @property
+    def config(self) -> CommandConfig:
+        """The target's configuration (the calls read the same one)."""
+        return self._calls.config
+
+    @config.setter
+    def config(self, value: CommandConfig) -> None:
+        self._calls.config = value
+
     def _abs(self, args: Iterable[str]) -> list[str]:
-        out = []
-        for a in args:
-            beside = self.config.base_dir / a
-            out.append(str(beside) if not a.startswith("-") and beside.exists() else a)
-        return out
+        return self._calls.abs(args)
 
     def providers(self, kind: str) -> Sequence[tuple[str, str]]:
         """The declared providers; the cell names which of them its faults aim at."""
@@ -257,15 +217,8 @@ class CommandAdapter(LifecycleCommands):
             # A multi-step job: each step's effect at its own provider, in this order.
             doc["steps"] = [{"name": name, "provider": p} for name, p in steps]
         payload.write_text(json.dumps(doc))
-        done = self._run(
-            "enqueue",
-            self.config.enqueue,
-            job_id,
-            env=self._command_env(),
-            timeout_s=ENQUEUE_TIMEOUT_S,
-            fix="make it exit 0 once the job is queued",
-        )
-        if refused_line(done.stdout):
+        self._ends.enqueued(job_id)  # an end announced before now is not this delivery's
+        if self._calls.enqueue(job_id, doc, self._command_env()):
             self.refused.add(job_id)
         else:
             self.refused.discard(job_id)
@@ -289,65 +242,12 @@ class CommandAdapter(LifecycleCommands):
         It runs where the workers run, with their environment, but without the failpoint
         socket (see :meth:`_command_env`).
         """
-        if self.config.status is None:
+        if not self.config.has_status:
             return None
-        env = self._command_env()
-        done = self._run(
-            "status",
-            self.config.status,
-            job_id,
-            env=env,
-            timeout_s=STATUS_TIMEOUT_S,
-            fix='make it print one line like {"state": "pending"} and exit 0',
-        )
-        try:
-            return parse_status_line(done.stdout.decode(errors="replace"))
-        except ValueError as exc:
-            raise self._command_error(
-                "status",
-                done,
-                str(exc),
-                'print one line like {"state": "done", "attempts": 1}',
-            ) from None
+        return self._calls.status(job_id, self._command_env())
 
     def _payload_file(self, job_id: str) -> Path:
-        return self.jobs_dir / f"{job_id}.json"
-
-    def _run(
-        self,
-        key: str,
-        template: tuple[str, ...],
-        job_id: str,
-        *,
-        env: Mapping[str, str],
-        timeout_s: float,
-        fix: str,
-    ) -> subprocess.CompletedProcess[bytes]:
-        """Run a per-job command template in the state directory; ConfigError if it fails."""
-        fields = {"job_id": job_id, "payload_file": str(self._payload_file(job_id))}
-        argv = self._abs(a.format(**fields) for a in template)
-        where = f"{self.config.path}: target.{key} command `{shlex.join(argv)}`"
-        try:
-            done = run_bounded(argv, cwd=self.state_dir, env=dict(env) or None, timeout_s=timeout_s)
-        except OSError as exc:
-            raise ConfigError(
-                f"{where} cannot start ({exc.strerror or exc}); check the program's name"
-            ) from None
-        except Overran as exc:
-            starved = f" (and {exc.more_s:.1f} s more it waited for a CPU)" if exc.more_s else ""
-            raise ConfigError(f"{where} ran past {timeout_s:.0f} s{starved}; {fix}") from None
-        if done.returncode != 0:
-            raise self._command_error(key, done, f"exited {done.returncode}", fix)
-        return done
-
-    def _command_error(
-        self, key: str, done: subprocess.CompletedProcess[bytes], what: str, fix: str
-    ) -> ConfigError:
-        argv = [str(a) for a in done.args]
-        said = stderr_tail(done.stderr)
-        return ConfigError(
-            f"{self.config.path}: target.{key} command `{shlex.join(argv)}` {what}{said}; {fix}"
-        )
+        return self._calls.payload_file(job_id)
 
     def worker_argv(self, role: str | None = None) -> list[str]:
         """The worker's ``command``, or (``role="relay"``) its declared ``relay``."""
@@ -386,6 +286,8 @@ class CommandAdapter(LifecycleCommands):
             # the worker is told to run with.
             env["CRASHPOINT_POLL_S"] = str(self.config.poll_s)
         self._settings = {k: v for k, v in env.items() if k != "CRASHPOINT_WORKER_ID"}
+        # Served commands start with the first worker: their start-ups overlap.
+        self._calls.start(self._command_env())
         self._went_active()  # a worker starting now may act only after its start-up
         return env
 
@@ -414,17 +316,27 @@ class CommandAdapter(LifecycleCommands):
         reached a provider and none has been reached for longer than a lease."""
         wanted = list(jobs)
         quiet_s = self._quiet_for()
-        if self.config.status is None:
+        ended = self._ends.ended(wanted) if quiet_s >= STATUS_QUIET_S else set()
+        if quiet_s >= STATUS_QUIET_S and ended >= set(wanted):
+            # Every worker said so, after all that could reopen a job: no poll needed.
+            return True
+        if not self.config.has_status:
             touched = set(wanted) <= self._activity.touched
             return touched and quiet_s >= quiet_window_s(self._lease_ttl_s)
-        if quiet_s < STATUS_QUIET_S or time.monotonic() - self._last_poll < STATUS_POLL_S:
+        # Workers that announce their jobs' ends leave the status command a fallback (a
+        # worker killed between its durable end and the event never sends one): rarer.
+        every = JOB_END_POLL_S if self._ends.heard_any() else STATUS_POLL_S
+        # Asked again after a settle pause, which stood in for the interval.
+        again = self._all_final
+        if quiet_s < STATUS_QUIET_S or (not again and time.monotonic() - self._last_poll < every):
             return False
-        if self._all_final:
-            # Asked again after a settle pause: every job is read afresh, so one the
-            # pause reopened is seen, and "final" is what the worker says now.
+        if again:
+            # Every job is read afresh, so one the pause reopened is seen, and "final" is
+            # what the worker says now.
             self._states.clear()
-        self._poll(wanted)
-        self._all_final = all(self._states[j][0].final for j in wanted)
+        rest = [j for j in wanted if j not in ended]
+        self._poll(rest)
+        self._all_final = all(self._states[j][0].final for j in rest)
         return self._all_final
 
     def _poll(self, jobs: Iterable[str], *, fresh_after: float = 0.0) -> None:
@@ -451,12 +363,24 @@ class CommandAdapter(LifecycleCommands):
     def job_states(self, jobs: Iterable[str]) -> dict[str, JobFinal] | None:
         """Each job's state by the status command (None without one); a state read
         before the providers last saw a request is read again."""
-        if self.config.status is None:
+        if not self.config.has_status:
             return None
         wanted = list(jobs)
         self._quiet_for()
         self._poll(wanted, fresh_after=self._last_activity)
         return {j: self._states[j][0] for j in wanted}
+
+    def command_pids(self) -> list[int]:
+        """The served commands' processes: their CPU wait stretches the trial's bounds."""
+        return self._calls.pids()
+
+    def command_startups(self) -> dict[str, float]:
+        """How long each served command took to start (``serve_enqueue_ready_s``)."""
+        return self._calls.startups()
+
+    def hear_job_ends(self, source: EndSource) -> None:
+        """The trial's job-end events (the rendezvous's), read at each quiescence check."""
+        self._ends.hear(source)
 
     def ledger_events(self) -> list[Event]:
         return []
@@ -478,12 +402,15 @@ class CommandAdapter(LifecycleCommands):
         if why is not None:
             raise ConfigError(why)
         self._snapshots += 1
+        self._calls.close()  # a served command may hold the state open: it restarts on use
         copy = self.trial_dir / "snapshots" / f"{self._snapshots}"
         shutil.copytree(self.state_dir, copy, symlinks=True)
         return copy
 
     def restore(self, snapshot: Any) -> None:
         """Replace the state directory's contents with ``snapshot``; no worker runs."""
+        self._calls.close()
+        self._ends.restored()
         for child in self.state_dir.iterdir():
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child)
@@ -494,5 +421,6 @@ class CommandAdapter(LifecycleCommands):
         self._went_active()
 
     def close(self) -> None:
+        self._calls.close()  # stdin closed, then SIGTERM, then SIGKILL
         if self.broker is not None:
             self.broker.close()

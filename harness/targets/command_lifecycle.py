@@ -11,11 +11,11 @@ moment from which no new attempt of the job may make an effect.
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from harness.targets.command_calls import CommandCalls
     from harness.targets.config import CommandConfig
 
 #: How long a cancel command may take: as long as an enqueue.
@@ -34,16 +34,7 @@ class LifecycleCommands:
 
         def _command_env(self) -> dict[str, str]: ...
 
-        def _run(
-            self,
-            key: str,
-            template: tuple[str, ...],
-            job_id: str,
-            *,
-            env: Mapping[str, str],
-            timeout_s: float,
-            fix: str,
-        ) -> subprocess.CompletedProcess[bytes]: ...
+        _calls: CommandCalls
 
     def upgraded_argv(self) -> list[str] | None:
         """The upgraded worker's command, as :meth:`worker_argv` gives the worker's; None
@@ -58,13 +49,13 @@ class LifecycleCommands:
         when the target declares none."""
         if self.config.cancel is None:
             return False
-        self._run(
+        self._calls.run(
             "cancel",
             self.config.cancel,
             job_id,
-            env=self._command_env(),
-            timeout_s=CANCEL_TIMEOUT_S,
-            fix="make it exit 0 once the job's cancellation is recorded",
+            self._command_env(),
+            CANCEL_TIMEOUT_S,
+            "make it exit 0 once the job's cancellation is recorded",
         )
         return True
 

@@ -17,6 +17,9 @@ pool = true                           # optional: each worker forks children tha
 upgraded_command = ["node", "worker.js", "--v2"]   # optional: the next release's worker
 cancel = ["node", "cancel.js", "{job_id}"]    # optional: cancels a job, exit 0 once recorded
 status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
+[target.serve]                        # optional: enqueue and status served, once per trial
+enqueue = ["node", "commands.js", "--serve"]   # one JSON line in, one out, per job
+status = ["node", "commands.js", "--serve"]
 sensitive_fields = ["customer_email"]  # optional: body fields holding secrets or personal data
 [target.ledger]                       # optional
 dsn = "sqlite:///state/ledger.db"
@@ -60,6 +63,7 @@ silently ignored means its default is tested instead, and nobody notices.
 
 from __future__ import annotations
 
+import dataclasses
 import string
 import tomllib
 from collections.abc import Mapping
@@ -83,6 +87,7 @@ from harness.targets.config_providers import KIND_NAMES as KIND_NAMES
 from harness.targets.config_providers import ProviderDecl as ProviderDecl
 from harness.targets.config_providers import ProviderSchema
 from harness.targets.config_reader import EXAMPLES, shown
+from harness.targets.config_serve import ServeSchema
 from harness.targets.status_line import JOB_STATES as JOB_STATES
 from harness.targets.status_line import STATUS_KEYS as STATUS_KEYS
 from harness.targets.status_line import JobState as JobState
@@ -113,6 +118,7 @@ TARGET_KEYS = (
     "cancel",
     "broker",
     "relay",
+    "serve",
 )
 LEDGER_KEYS = ("dsn",)
 #: The only names a template may use; the harness fills them per job.
@@ -169,6 +175,13 @@ class CommandConfig:
     #: The argv of the worker's outbox relay, a second process kind; None: it has none,
     #: and the relay row does not apply.
     relay: tuple[str, ...] | None = None
+    #: ``[target.serve]``: the commands run as one long-lived process per trial, by op.
+    serve: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def has_status(self) -> bool:
+        """Whether a job's state can be asked, one-shot or served."""
+        return self.status is not None or "status" in self.serve
 
     @property
     def base_dir(self) -> Path:
@@ -245,7 +258,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML ({detail}); fix the syntax there") from None
 
 
-class _Schema(JobSchema, DockerSchema, ProviderSchema, FieldFaultSchema, BrokerSchema):
+class _Schema(JobSchema, DockerSchema, ProviderSchema, FieldFaultSchema, BrokerSchema, ServeSchema):
     """Checks one whole document: ``[target]`` here, its parts in the mixins."""
 
     def config(self, data: Mapping[str, Any]) -> CommandConfig:
@@ -303,7 +316,10 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema, FieldFaultSchema, BrokerS
                         f"uses {{{field}}}, but it is started once per worker, not per job",
                         "pass jobs through enqueue instead",
                     )
-        enqueue = self.template(target, "enqueue")
+        serve = self.serve(target.get("serve"))
+        # A served enqueue stands in for the one-shot one, which may then be left out.
+        served_only = "enqueue" in serve and "enqueue" not in target
+        enqueue = () if served_only else self.template(target, "enqueue")
         status = self.template(target, "status") if "status" in target else None
         providers = self.providers(data.get("providers"))
         return CommandConfig(
@@ -323,6 +339,7 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema, FieldFaultSchema, BrokerS
             sensitive_fields=self.sensitive_fields(target),
             poll_s=poll,
             relay=self.argv(target, "relay") if "relay" in target else None,
+            serve=serve,
             **self.field_faults(target),
             broker=self.broker(target.get("broker")),
         )

@@ -1,4 +1,5 @@
-"""The worker's ``status`` command: one JSON line per job, read as a :class:`JobStatus`."""
+"""The worker's ``status`` command: one JSON line per job, read as a :class:`JobStatus`,
+and as the oracle reads a job's state (:func:`job_final`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Literal, cast, get_args
 
+from harness.oracle import JobFinal
 from harness.targets.config_reader import clip, is_int, shown
 
 JobState = Literal["done", "needs_review", "dead_lettered", "pending"]
@@ -66,4 +68,29 @@ def parse_status_line(text: str) -> JobStatus:
         attempts=attempts,
         last_error=doc.get("last_error"),
         idempotency_key=doc.get("idempotency_key"),
+    )
+
+
+#: How each reported state reads as a job's end state (delivery, execution, side effect).
+_STATES = {
+    "done": ("acknowledged", "succeeded", "confirmed"),
+    "needs_review": ("needs_review", "unknown", "ambiguous"),
+    "dead_lettered": ("dead_lettered", "failed", "not_confirmed"),
+    "pending": ("pending", "pending", "unknown"),
+}
+
+
+def job_final(job_id: str, status: JobStatus) -> JobFinal:
+    """A status line as the oracle reads a job's state."""
+    delivery, execution, effect = _STATES[status.state]
+    return JobFinal(
+        job_id=job_id,
+        delivery_state=delivery,
+        execution_state=execution,
+        side_effect_state=effect,
+        needs_review=status.state == "needs_review",
+        attempts=status.attempts,
+        external_ref=status.external_ref,
+        last_error=status.last_error,
+        idempotency_key=status.idempotency_key,
     )

@@ -2,6 +2,7 @@
 // Copy this file into a failpoint/ directory of your module and call
 //
 //	failpoint.At("after_claim", jobID, attempt) // returns "continue"
+//	failpoint.JobEnd(jobID, "done", attempt)    // once the end is durable
 //
 // Unset CRASHPOINT_FAILPOINTS: returns at once. If the harness goes away: failpoints off.
 package failpoint
@@ -28,6 +29,16 @@ var (
 
 // At reports reaching point for job's attempt and blocks until the harness answers.
 func At(point, job string, attempt int) string {
+	return send(map[string]any{"point": point, "job": job, "attempt": attempt})
+}
+
+// JobEnd tells the harness job has ended with outcome (done, needs_review or
+// dead_lettered), so it need not poll the status command for it.
+func JobEnd(job, outcome string, attempt int) {
+	send(map[string]any{"point": "job_end", "job": job, "attempt": attempt, "outcome": outcome})
+}
+
+func send(msg map[string]any) string {
 	if path == "" || off.Load() {
 		return "continue"
 	}
@@ -41,7 +52,7 @@ func At(point, job string, attempt int) string {
 		}
 		conn, reader = c, bufio.NewReader(c)
 	}
-	msg := map[string]any{"point": point, "job": job, "attempt": attempt, "pid": os.Getpid()}
+	msg["pid"] = os.Getpid()
 	if worker != "" {
 		msg["worker"] = worker
 	}

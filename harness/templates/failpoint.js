@@ -2,6 +2,7 @@
 // crashpoint's failpoint client for Node.js (docs/failpoints.md). Copy it beside your worker:
 //   const { failpoint } = require('./failpoint');
 //   await failpoint('after_claim', jobId, attempt);   // resolves to 'continue'
+//   await jobEnd(jobId, 'done', attempt);   // once the end is durable: no status polling
 // Unset CRASHPOINT_FAILPOINTS: resolves at once. If the harness goes away: failpoints off.
 const net = require('net');
 
@@ -18,7 +19,7 @@ function caller() {
   return m ? { file: m[1], line: Number(m[2]) } : {};
 }
 
-function ask(point, job, attempt, where) {
+function ask(point, job, attempt, extra) {
   if (!path) return 'continue';
   if (!sock) {
     sock = net.createConnection(path).setEncoding('utf8');
@@ -35,7 +36,7 @@ function ask(point, job, attempt, where) {
     sock.on('error', () => {}); // 'close' follows
     sock.on('close', () => { path = ''; sock = null; if (answer) answer('continue'); });
   }
-  const line = { point, job, attempt, pid: process.pid, ...where };
+  const line = { point, job, attempt, pid: process.pid, ...extra };
   if (process.env.CRASHPOINT_WORKER_ID) line.worker = process.env.CRASHPOINT_WORKER_ID;
   return new Promise((resolve) => {
     answer = (action) => { answer = null; resolve(action); };
@@ -44,11 +45,16 @@ function ask(point, job, attempt, where) {
   });
 }
 
-function failpoint(point, job, attempt) {
+function failpoint(point, job, attempt, extra) {
   if (!path) return Promise.resolve('continue');
   const where = caller();
-  queue = queue.then(() => ask(point, job, attempt, where));
+  queue = queue.then(() => ask(point, job, attempt, { ...where, ...extra }));
   return queue;
 }
 
-module.exports = { failpoint };
+// The job has ended (outcome: 'done', 'needs_review' or 'dead_lettered'), durably.
+function jobEnd(job, outcome, attempt = null) {
+  return failpoint('job_end', job, attempt, { outcome }).then(() => undefined);
+}
+
+module.exports = { failpoint, jobEnd };

@@ -49,8 +49,9 @@ class Quiescence(TrialState):
         bound = timeout_s or self.config.quiescence_timeout_s
         deadline = time.monotonic() + bound
         #: Read once the bound has passed: then the bound may have measured a machine
-        #: whose workers waited for a CPU most of it (a runtime or an SDK to load at each
-        #: start), and it is stretched by that wait, at most by itself (harness.reach).
+        #: whose workers (or served commands) waited for a CPU most of it (a runtime or an
+        #: SDK to load at each start), and it is stretched by that wait, at most by itself
+        #: (harness.reach).
         starved: CpuWait | None = None
         end = deadline
         with self.phases.timed("quiescence"):
@@ -58,7 +59,7 @@ class Quiescence(TrialState):
                 now = time.monotonic()
                 if now >= deadline:
                     if starved is None:
-                        starved = CpuWait(self.worker_pids, from_birth=True)
+                        starved = CpuWait(self.target_pids, from_birth=True)
                     end = deadline + min(starved.waited_s(), bound)
                     if now >= end or self.abort.is_set():
                         break

@@ -31,7 +31,12 @@ from harness.phases import Phases
 from harness.plan import Cell
 from harness.providers import ProviderControl
 from harness.rendezvous import Rendezvous
-from harness.targets.base import TargetAdapter, quiet_window_s
+from harness.targets.base import (
+    CommandProcesses,
+    HearsJobEnds,
+    TargetAdapter,
+    quiet_window_s,
+)
 from harness.trial.config import TrialConfig
 from harness.trial.kept import keep_copy
 from harness.trial.providers import release_providers, start_providers
@@ -164,6 +169,8 @@ class TrialState:
         self.target.attach_providers(
             [p.client for p in self.providers.values()], self.provider_env()
         )
+        if isinstance(self.target, HearsJobEnds):
+            self.target.hear_job_ends(self.rendezvous.job_ends)
 
     def _start_providers(self, declared: dict[str, str]) -> None:
         """Start (or lease) the ``declared`` providers, configured for the cell, and watch
@@ -303,6 +310,13 @@ class TrialState:
         for handle in self.workers.values():
             if handle.exited_at is None:
                 pids += handle.tree()
+        return pids
+
+    def target_pids(self) -> list[int]:
+        """The workers' pids and the target's served commands' (docs/getting-started.md)."""
+        pids = self.worker_pids()
+        if isinstance(self.target, CommandProcesses):
+            pids += self.target.command_pids()
         return pids
 
     def sleep(self, seconds: float) -> None:

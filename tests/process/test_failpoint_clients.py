@@ -27,17 +27,21 @@ pytestmark = pytest.mark.process
 CLIENTS = Path(__file__).resolve().parents[2] / "examples" / "failpoint-clients"
 #: The boundaries each tiny worker passes, with the attempt it reports at each.
 POINTS = [("after_claim", 1), ("before_external_call", 2), ("after_external_call", 2)]
+#: ... then each announces the job's end (done, at attempt 2) with its client's one call.
+EVERY = [*(p for p, _ in POINTS), "job_end"]
 GO_BUILD_TIMEOUT_S = 300
 
 NODE_WORKER = """\
 'use strict';
-const { failpoint } = require('./failpoint');
+const { failpoint, jobEnd } = require('./failpoint');
 const job = process.argv[2];
 (async () => {
   for (const [point, attempt] of %s) {
     await failpoint(point, job, attempt);
     console.log(point);
   }
+  await jobEnd(job, 'done', 2);
+  console.log('job_end');
 })();
 """
 
@@ -60,6 +64,8 @@ func main() {
 		failpoint.At(p.point, job, p.attempt)
 		fmt.Println(p.point)
 	}
+	failpoint.JobEnd(job, "done", 2)
+	fmt.Println("job_end")
 }
 """
 
@@ -67,6 +73,7 @@ SH_WORKER = """\
 . ./failpoint.sh
 job=$1
 %s
+job_end "$job" done 2; echo job_end
 """
 
 
@@ -208,13 +215,17 @@ def test_a_held_worker_reports_its_boundary_and_blocks_until_resumed(
     assert printed(worker) == ["after_claim"]
     assert hit.resume()
     assert worker.wait(10) == 0, worker.stderr_path.read_text()
-    assert printed(worker) == [p for p, _ in POINTS]
+    assert printed(worker) == EVERY
     seen = [
         (e.source, e.fields["point"], e.attempt, e.fields["held"])
         for e in history.of_kind("failpoint")
     ]
     # The optional "worker" field names the lane: the worker's CRASHPOINT_WORKER_ID.
-    assert seen == [(f"worker:{lang}-1", p, a, p == "before_external_call") for p, a in POINTS]
+    steps = [*POINTS, ("job_end", 2)]
+    assert seen == [(f"worker:{lang}-1", p, a, p == "before_external_call") for p, a in steps]
+    # The job-end event carries its outcome, and is what the harness reads as the end.
+    assert [h.outcome for h in rendezvous.hits() if h.point == "job_end"] == ["done"]
+    assert [job for job, _ in rendezvous.job_ends()] == ["j-0001"]
 
 
 def test_without_the_variable_a_failpoint_is_a_no_op(
@@ -223,7 +234,7 @@ def test_without_the_variable_a_failpoint_is_a_no_op(
     rendezvous.hold("after_claim")
     worker = start(backend, argv, workdir, rendezvous=None, worker_id=f"{lang}-2")
     assert worker.wait(10) == 0, worker.stderr_path.read_text()
-    assert printed(worker) == [p for p, _ in POINTS]
+    assert printed(worker) == EVERY
     assert rendezvous.hits() == []
 
 
@@ -249,7 +260,7 @@ def test_a_worker_whose_harness_goes_away_carries_on(
     rv.close()
     # Failpoints are off from then on: the worker neither hangs nor dies.
     assert worker.wait(10) == 0, worker.stderr_path.read_text()
-    assert printed(worker) == [p for p, _ in POINTS]
+    assert printed(worker) == EVERY
 
 
 #: The source each tiny worker calls its failpoints from (plain sh knows no caller line).

@@ -161,3 +161,21 @@ def test_close_releases_held_workers_and_removes_the_socket(
     # The worker's next failpoint call finds the socket closed; what it does then is the
     # client's business (harness/failpoints.py); here it only must not hang.
     assert worker.wait(10) is not None, "a worker whose harness went away must not hang"
+
+
+def test_a_job_end_event_is_heard_with_its_outcome(
+    backend: ProcessBackend, rendezvous: Rendezvous, workdir: Path
+) -> None:
+    # One known outcome, one the protocol does not have (heard as a hit, never an end).
+    script = (
+        "from harness.failpoints import job_end\n"
+        "job_end('j-0001', 'done', 2)\n"
+        "job_end('j-0002', 'finished')\n"
+        "print('ended', flush=True)\n"
+    )
+    env = {**os.environ, **rendezvous.env}
+    worker = backend.start("w", [sys.executable, "-c", script], env=env, cwd=workdir)
+    assert worker.wait(10) == 0, worker.stderr_path.read_text()
+    assert [job for job, _ in rendezvous.job_ends()] == ["j-0001"]
+    hits = [(h.point, h.job, h.attempt, h.outcome) for h in rendezvous.hits()]
+    assert hits == [("job_end", "j-0001", 2, "done"), ("job_end", "j-0002", None, "finished")]

@@ -4,7 +4,9 @@ With ``CRASHPOINT_FAILPOINTS`` naming a UNIX socket, each boundary writes
 ``{"point", "job", "attempt", "pid", "worker", "provider", "file", "line"}`` and blocks
 until the harness answers (``{"action": "continue"}``); meanwhile it may kill or stop this
 process, so the signal lands exactly there. Unset, a failpoint returns at once. If the
-harness goes away the worker carries on as if failpoints were off.
+harness goes away the worker carries on as if failpoints were off. :func:`job_end` is the
+same exchange at the point ``job_end``, with the job's outcome: the harness then knows the
+job has ended without asking the status command.
 """
 
 from __future__ import annotations
@@ -21,16 +23,24 @@ _buf = b""
 
 
 def failpoint(point: str, job: str, attempt: int, provider: str | None = None) -> None:
+    if _path:
+        _exchange({"point": point, "job": job, "attempt": attempt, "provider": provider})
+
+
+def job_end(job: str, outcome: str, attempt: int) -> None:
+    """``outcome``: done, needs_review or dead_lettered, once it is durable in the record."""
+    if _path:
+        _exchange({"point": "job_end", "job": job, "attempt": attempt, "outcome": outcome})
+
+
+def _exchange(fields: dict[str, object]) -> None:
     global _sock, _path, _buf
-    if not _path:
-        return
-    line: dict[str, object] = {"point": point, "job": job, "attempt": attempt}
+    line = {k: v for k, v in fields.items() if v is not None}
     line.update(pid=os.getpid(), worker=_worker)
-    # The caller's file and line: a report points at the boundary in this worker's source.
-    caller = sys._getframe(1)
+    # The caller's file and line (two frames up: failpoint or job_end, then its caller):
+    # a report points at the boundary in this worker's source.
+    caller = sys._getframe(2)
     line.update(file=os.path.abspath(caller.f_code.co_filename), line=caller.f_lineno)
-    if provider is not None:
-        line["provider"] = provider
     try:
         if _sock is None:
             _sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -30,10 +30,10 @@ from typing import Any
 
 from redis import Redis
 
-from rqbilling.failpoint import failpoint
+from rqbilling.failpoint import failpoint, job_end
 from rqbilling.lease import LeaseKeeper, LeaseLost
 from rqbilling.providers import Calls, Found
-from rqbilling.record import Claim, Record
+from rqbilling.record import STATUS, Claim, Record
 from rqbilling.settings import PLAN, Provider, Settings
 
 _settings: Settings | None = None
@@ -121,6 +121,8 @@ class Job:
     def finish(self, state: str, error: str | None) -> str:
         if not self.record.finish(self.c, state, error):
             raise LeaseLost(f"{self.c.job_id}: lease lost before it could be marked {state}")
+        # Durable now: the harness may stop waiting for this job without a status poll.
+        job_end(self.c.job_id, STATUS.get(state, "pending"), self.c.attempt)
         return f"{state}" + (f" ({error})" if error else "")
 
     def key(self, p: Provider, sends: int) -> str:

@@ -1,4 +1,4 @@
-"""python3 worker.py [--cap N] [--bug BUG] [--poll S] [--nap-after-jobs] [--release 2]
+"""python3 worker.py [--cap N] [--bug BUG] [--poll S] [--nap-after-jobs] [--release 2] [--job-end]
 
 A small third-party job worker, as a user would write one: its own SQLite queue
 (jobdb.py) in ``$CRASHPOINT_STATE_DIR``, Python's standard library only, and two
@@ -14,7 +14,8 @@ to review; writes stop at ``CRASHPOINT_MAX_ATTEMPTS``.
 
 It looks at its queue every ``CRASHPOINT_POLL_S`` (``--poll S`` instead), 0.02 s unless
 told; with ``--nap-after-jobs`` it sleeps that long after each job too, as a worker
-that works in batches does: a slow poll, yet correct.
+that works in batches does: a slow poll, yet correct. With ``--job-end`` it announces
+each job's end on the failpoint socket (``job_end`` with the outcome).
 
 A cancelled job (cancel.py) is looked for before each write, and ends dead, unsent.
 ``--release 2`` is the worker's next release: its keys and markers carry ``v2-``, and it
@@ -46,13 +47,16 @@ HTTP_TIMEOUT_S = float(os.environ.get("CRASHPOINT_HTTP_TIMEOUT_S", "2.0"))
 RECOVERY = os.environ.get("CRASHPOINT_RECOVERY") == "1"
 POLL_S = float(os.environ.get("CRASHPOINT_POLL_S", "0.02"))
 MAX_UNAVAILABLE = 50
+#: With --job-end, each job's end is announced on the failpoint socket, in these words.
+OUTCOMES = {"done": "done", "review": "needs_review", "dead": "dead_lettered"}
+JOB_END = "--job-end" in sys.argv[1:]
 
 # -- the failpoint protocol (any language does the same in twenty lines) ------------------
 _FP = os.environ.get("CRASHPOINT_FAILPOINTS")
 _fp: tuple[socket.socket, object] | None = None
 
 
-def failpoint(point: str, job: str, attempt: int | None) -> None:
+def failpoint(point: str, job: str, attempt: int | None, **extra: str) -> None:
     """Say where we are and wait for the harness's answer; a no-op without the socket."""
     global _FP, _fp
     if not _FP:
@@ -62,7 +66,7 @@ def failpoint(point: str, job: str, attempt: int | None) -> None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.connect(_FP)
             _fp = (sock, sock.makefile("rb"))
-        line = {"point": point, "job": job, "attempt": attempt, "pid": os.getpid()}
+        line = {"point": point, "job": job, "attempt": attempt, "pid": os.getpid(), **extra}
         _fp[0].sendall((json.dumps(line) + "\n").encode())
         _fp[1].readline()  # type: ignore[attr-defined]
     except OSError:
@@ -202,6 +206,9 @@ def run_job(conn, lease: jobdb.Lease, cap: int | None, bugs: set[str]) -> None:
     def finish(state: str, note: str) -> None:
         owned(state=state, note=note)
         log(f"{job}: {state} ({note})")
+        if JOB_END:
+            # Durable now: the harness need not ask the status command about this job.
+            failpoint("job_end", job, token, outcome=OUTCOMES[state])
 
     url, kind = provider(lease.provider)
     if not url:
@@ -277,6 +284,7 @@ def main() -> int:
     parser.add_argument("--release", type=int, default=1, help="which release this is")
     parser.add_argument("--poll", type=float, help="seconds between looks at the queue")
     parser.add_argument("--nap-after-jobs", action="store_true", help="sleep a poll after a job")
+    parser.add_argument("--job-end", action="store_true", help="announce each job's end")
     args = parser.parse_args()
     poll = args.poll if args.poll is not None else POLL_S
     told = os.environ.get("CRASHPOINT_MAX_ATTEMPTS")

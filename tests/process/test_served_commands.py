@@ -1,0 +1,64 @@
+"""A target whose enqueue and status commands are served (``[target.serve]``) through a
+small matrix with the real CLI: every cell holds, the worker's job-end events end each
+wait, and nothing the trials started outlives the run; a served command that breaks the
+protocol is the cell's reason, not a hang."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from clikit import ROOT, leftovers, results, run
+from test_examples_standalone import RQ, require
+
+pytestmark = pytest.mark.process
+
+EXAMPLE = ROOT / "examples" / "rq-worker"
+SMALL = ["--provider", "billing", "--signal", "SIGKILL", "--seed", "7"]
+
+
+def test_the_rq_worker_served_holds_a_small_matrix_and_leaves_nothing(
+    pytestconfig: pytest.Config, scratch: Path, tmp_path: Path
+) -> None:
+    require(pytestconfig, RQ)
+    out = tmp_path / "out"
+    args = ["-c", str(EXAMPLE / "crashpoint-served.toml"), *SMALL, "--out", str(out)]
+    scenarios = ["crash_after_external_success", "simultaneous_trigger", "duplicate_delivery"]
+    for scenario in scenarios:
+        args += ["--scenario", scenario]
+    done = run(args, scratch)
+    assert done.returncode == 0, done.stderr
+    assert leftovers(scratch) == []
+    trials = results(out)["trials"]
+    assert {t["scenario"] for t in trials} == set(scenarios)
+    for t in trials:
+        assert (t["verdict"], t["violations"]) == ("held", []), t["reason"]
+        ends = [
+            e for e in t["events"] if e["kind"] == "failpoint" and e["fields"]["point"] == "job_end"
+        ]
+        assert ends, f"{t['id']}: the worker announced no job's end"
+        assert {e["fields"]["outcome"] for e in ends} == {"done"}
+
+
+def test_a_served_command_that_breaks_the_protocol_is_the_cells_reason(
+    pytestconfig: pytest.Config, scratch: Path, tmp_path: Path
+) -> None:
+    require(pytestconfig, RQ)
+    text = (EXAMPLE / "crashpoint-served.toml").read_text()
+    # A status server that answers its handshake with something else, then lingers.
+    code = "import sys; sys.stdin.readline(); print('{}', flush=True); sys.stdin.read()"
+    bad = f'["python3", "-c", "{code}"]'
+    text = text.replace('status = ["python3", "serve.py"]', f"status = {bad}")
+    for name in ("worker.py", "enqueue.py", "status.py", "serve.py"):
+        text = text.replace(f'"{name}"', f'"{EXAMPLE / name}"')
+    config = tmp_path / "crashpoint.toml"
+    config.write_text(text)
+    out = tmp_path / "out"
+    args = ["-c", str(config), *SMALL, "--scenario", "crash_after_external_success"]
+    done = run([*args, "--out", str(out)], scratch)
+    assert leftovers(scratch) == []
+    trials = results(out)["trials"]
+    assert [t["verdict"] for t in trials] == ["inconclusive"], done.stderr
+    reason = trials[0]["reason"]
+    assert "target.serve.status command" in reason
+    assert "answered the handshake with {}" in reason
