@@ -57,7 +57,8 @@ func send(msg map[string]any) string {
 		msg["worker"] = worker
 	}
 	// The caller's file and line: a report can point at the boundary in the worker's source.
-	if _, file, lineNo, ok := runtime.Caller(1); ok {
+	// Two frames up: send, then At or JobEnd, then the worker's own call.
+	if _, file, lineNo, ok := runtime.Caller(2); ok {
 		msg["file"], msg["line"] = filepath.Clean(file), lineNo
 	}
 	line, _ := json.Marshal(msg)
