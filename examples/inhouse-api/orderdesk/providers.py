@@ -17,25 +17,12 @@ import http.client
 import json
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from orderdesk.settings import Provider
-
-
-@dataclass(frozen=True)
-class Sent:
-    kind: str
-    detail: str
-    ref: str | None = None
-
-
-@dataclass(frozen=True)
-class Found:
-    outcome: str
-    detail: str
-    ref: str | None = None
+# What the RQ worker's calls answer it with (examples/rq-worker/rqbilling/client.py).
+from rqbilling.providers import Found, Sent
+from rqbilling.settings import Provider
 
 
 def _call(
