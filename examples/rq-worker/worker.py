@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""python3 worker.py [--bug close-without-effect | new-key-on-retry | no-cap | rerun-on-ack-error]
+"""python3 worker.py [--client PATH]
+                    [--bug close-without-effect | new-key-on-retry | no-cap | rerun-on-ack-error]
 
 One RQ worker for crashpoint's command target. It takes billing jobs from this trial's
 RQ queue on Redis (``REDIS_URL``, default redis://127.0.0.1:6379/0) and runs each in
@@ -25,6 +26,7 @@ from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import SimpleWorker
 from rqbilling import flow
+from rqbilling.client import BILLING, Client, NoClient, load
 from rqbilling.delivery import Redeliverer, log, queue
 from rqbilling.record import Record
 from rqbilling.settings import BUGS, Settings
@@ -95,12 +97,25 @@ def _exit_now(signum: int, frame: object) -> None:
     os._exit(0)
 
 
-def main() -> None:
+def _arguments() -> tuple[Client, frozenset[str]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bug", choices=BUGS, action="append", default=[])
+    parser.add_argument("--client", metavar="PATH", help="the jobs' client (rqbilling/client.py)")
+    parser.add_argument("--bug", action="append", default=[], help=f"one of {', '.join(BUGS)}")
     args = parser.parse_args()
+    try:
+        client = load(args.client) if args.client else BILLING
+    except NoClient as exc:
+        parser.error(str(exc))
+    known = (*BUGS, *client.bugs)
+    for bug in args.bug:
+        if bug not in known:
+            parser.error(f"--bug {bug}: not one of {', '.join(known)}")
+    return client, frozenset(args.bug)
+
+
+def main() -> None:
     global BUG_FLAGS
-    BUG_FLAGS = frozenset(args.bug)
+    client, BUG_FLAGS = _arguments()
     s = Settings.from_env(BUG_FLAGS)
     signal.signal(signal.SIGTERM, _exit_now)
     signal.signal(signal.SIGINT, _exit_now)
@@ -110,13 +125,15 @@ def main() -> None:
         # that was made. Every unfinished job reconciles each call before any write.
         log(s, f"recovery: {record.recover()} unfinished jobs reconcile before any write")
     record.close()
-    flow.configure(s)
+    flow.configure(s, client)
     Redeliverer(s).start()
     connection = Redis.from_url(s.redis_url)
     name = f"{s.worker_id}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
     worker = ExampleWorker([queue(s, connection)], connection=connection, name=name, worker_ttl=30)
-    bugs = f", bug {', '.join(sorted(s.bugs))}" if s.bugs else ""
-    log(s, f"started (pid {os.getpid()}, queue {s.queue_name}, lease {s.lease_ttl_s} s{bugs})")
+    said = f"pid {os.getpid()}, queue {s.queue_name}, lease {s.lease_ttl_s} s"
+    said += f", calls {', '.join(client.plan)}"
+    said += f", bug {', '.join(sorted(s.bugs))}" if s.bugs else ""
+    log(s, f"started ({said})")
     worker.work(logging_level="WARNING", with_scheduler=False)
 
 

@@ -87,8 +87,9 @@ def test_check_config_names_a_request_no_route_matches(
     require(request.config, INHOUSE)
     text = (HERE / "crashpoint.toml").read_text()
     text = text.replace('path = "/orders"\nkey', 'path = "/v2/orders"\nkey')
-    for name in ("worker.py", "enqueue.py", "status.py"):
-        text = text.replace(f'"{name}"', f'"{HERE / name}"')
+    # The copy lives elsewhere: the paths it names beside the example, made absolute.
+    for name in ("../rq-worker/", "orderdesk"):
+        text = text.replace(f'"{name}', f'"{HERE}/{name}')
     toml = scratch / "crashpoint.toml"
     toml.write_text(text)
     done = run(["-c", str(toml), "--timeout-s", "5"], scratch, command="check-config")

@@ -17,25 +17,13 @@ import http.client
 import json
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from orderdesk.settings import Provider
-
-
-@dataclass(frozen=True)
-class Sent:
-    kind: str
-    detail: str
-    ref: str | None = None
-
-
-@dataclass(frozen=True)
-class Found:
-    outcome: str
-    detail: str
-    ref: str | None = None
+# What the RQ worker's calls answer it with (examples/rq-worker/rqbilling/client.py), and
+# what they send besides the request: the worker's id and its fencing token.
+from rqbilling.providers import Caller, Found, Sent, answered
+from rqbilling.settings import Provider
 
 
 def _call(
@@ -66,14 +54,7 @@ def _order_id(data: bytes) -> str | None:
     return str(doc["id"]) if isinstance(doc, dict) and doc.get("id") is not None else None
 
 
-class Calls:
-    def __init__(self, *, worker_id: str, timeout_s: float) -> None:
-        self.worker_id = worker_id
-        self.timeout_s = timeout_s
-
-    def _headers(self, token: int) -> dict[str, str]:
-        return {"X-Worker-Id": self.worker_id, "X-Fencing-Token": str(token)}
-
+class Calls(Caller):
     def write(self, p: Provider, body: dict[str, Any], *, key: str, token: int) -> Sent:
         order = {**body, "meta": {"request_id": key, "job_id": str(body.get("job_id", ""))}}
         headers = {**self._headers(token), "Content-Type": "application/json"}
@@ -87,15 +68,9 @@ class Calls:
             return Sent("unknown", f"no answer ({exc.reason})")
         except (OSError, http.client.HTTPException) as exc:
             return Sent("unknown", f"no answer ({type(exc).__name__})")
-        if 200 <= status < 300:
-            return Sent("ok", f"http {status}", _order_id(data))
-        if status == 409:
-            return Sent("unknown", "http 409: the request id is in flight")
-        if status == 422:
-            return Sent("conflict", "http 422: the request id holds another order")
-        if status >= 500:
-            return Sent("failed", f"http {status}")
-        return Sent("refused", f"http {status}: {data[:200].decode(errors='replace')}")
+        # 409: the same request id is still being handled; 422: it was used with another
+        # order (the worker's classification, rqbilling/providers.py).
+        return answered(status, data, _order_id(data))
 
     def lookup(self, p: Provider, *, job_id: str, key: str, token: int) -> Found:
         del job_id  # the service finds an order by the request id it was created under

@@ -19,6 +19,9 @@ Each call (``billing`` then ``mailer``) goes:
 The boundaries of a call are reported for the job's own provider (the one the harness
 faults in this trial), with ``provider`` in the line, so a cell aimed at the mailer stops
 the worker at the mailer's boundaries rather than at the billing call before it.
+
+Which providers a job calls, with which calls and under which key is the client's
+(``client.py``: this package's billing client unless ``worker.py --client`` names another).
 """
 
 from __future__ import annotations
@@ -30,21 +33,23 @@ from typing import Any
 
 from redis import Redis
 
+from rqbilling.client import BILLING, Client
 from rqbilling.failpoint import failpoint, job_end
 from rqbilling.lease import LeaseKeeper, LeaseLost
-from rqbilling.providers import Calls, Found
+from rqbilling.providers import Found
 from rqbilling.record import STATUS, Claim, Record
-from rqbilling.settings import PLAN, Provider, Settings
+from rqbilling.settings import Provider, Settings
 
 _settings: Settings | None = None
+_client: Client = BILLING
 _record: Record | None = None
 _redis: Redis | None = None
 
 
-def configure(s: Settings) -> None:
+def configure(s: Settings, client: Client = BILLING) -> None:
     """Called by worker.py before RQ starts taking jobs."""
-    global _settings
-    _settings = s
+    global _settings, _client
+    _settings, _client = s, client
 
 
 def _state() -> tuple[Settings, Record, Redis]:
@@ -70,12 +75,16 @@ def handle(job_id: str, doc: dict[str, Any]) -> str:
     record.add(job_id, doc)
     claim = record.claim(job_id, s.worker_id, s.lease_ttl_s, lambda: next_token(s, redis, job_id))
     if isinstance(claim, str):
+        # Reported so a harness sees the delivery taken up (a redelivery meeting the
+        # first attempt in flight, say); then declined: the job is another worker's
+        # under a live lease, or finished.
+        failpoint("after_claim", job_id, 0)
         log(s, f"{job_id}: delivery declined: {claim}")
         return f"declined: {claim}"
     log(s, f"{job_id}: claimed, attempt {claim.attempt}, token {claim.token}")
     with LeaseKeeper(record, claim, s.lease_ttl_s) as lease:
         try:
-            outcome = Job(s, record, claim, lease).run()
+            outcome = Job(s, record, claim, lease, _client).run()
         except LeaseLost as exc:
             log(s, f"{exc}; the new owner finishes the job")
             return "lease lost"
@@ -93,21 +102,24 @@ def next_token(s: Settings, redis: Redis, job_id: str) -> int:
 
 
 class Job:
-    def __init__(self, s: Settings, record: Record, claim: Claim, lease: LeaseKeeper) -> None:
+    def __init__(
+        self, s: Settings, record: Record, claim: Claim, lease: LeaseKeeper, client: Client
+    ) -> None:
         self.s = s
         self.record = record
         self.c = claim
         self.lease = lease
-        self.calls = Calls(worker_id=s.worker_id, timeout_s=s.http_timeout_s)
+        self.client = client
+        self.calls = client.calls(worker_id=s.worker_id, timeout_s=s.http_timeout_s)
         self.review_after_s = max(8.0, 16 * s.lease_ttl_s)
 
     def run(self) -> str:
         c = self.c
         failpoint("after_claim", c.job_id, c.attempt)
         own = str(c.doc.get("provider") or "")
-        plan = [*PLAN, *([own] if own and own not in PLAN else [])]
+        plan = [*self.client.plan, *([own] if own and own not in self.client.plan else [])]
         for name in plan:
-            p = self.s.provider(name)
+            p = self.s.provider(name, self.client.kinds.get(name, "idempotent"))
             if p is None:
                 if name == own:
                     return self.finish("dead", f"no CRASHPOINT_PROVIDER URL for {name!r}")
@@ -130,7 +142,7 @@ class Job:
         if "new-key-on-retry" in self.s.bugs:
             # BUG new-key-on-retry: the key names the retry, so no retry is recognised.
             return f"{p.name}-{self.c.job_id}-retry-{sends}"
-        return f"{p.name}-{self.c.job_id}"
+        return self.client.key(p.name, self.c.job_id, self.s.bugs)
 
     def backoff(self, n: int) -> None:
         time.sleep(min(self.s.lease_ttl_s / 3, 0.025 * 2 ** max(0, n - 1)))

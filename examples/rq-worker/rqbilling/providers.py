@@ -70,7 +70,23 @@ def _json(data: bytes) -> Any:
         return None
 
 
-class Calls:
+def answered(status: int, data: bytes, ref: str | None) -> Sent:
+    """A write that was answered, by its status: all the worker needs to go on."""
+    if 200 <= status < 300:
+        return Sent("ok", f"http {status}", ref)
+    if status == 409:
+        return Sent("unknown", "http 409: the key is in flight")
+    if status == 422:
+        return Sent("conflict", "http 422: the key holds another payload")
+    if status >= 500:
+        return Sent("failed", f"http {status}")
+    return Sent("refused", f"http {status}: {data[:200].decode(errors='replace')}")
+
+
+class Caller:
+    """What every client of this worker sends besides its request: the worker's id and
+    the fencing token of its claim, and the timeout of one request."""
+
     def __init__(self, *, worker_id: str, timeout_s: float) -> None:
         self.worker_id = worker_id
         self.timeout_s = timeout_s
@@ -78,6 +94,8 @@ class Calls:
     def _headers(self, token: int) -> dict[str, str]:
         return {"X-Worker-Id": self.worker_id, "X-Fencing-Token": str(token)}
 
+
+class Calls(Caller):
     def write(self, p: Provider, body: dict[str, Any], *, key: str, token: int) -> Sent:
         headers = {**self._headers(token), "Content-Type": "application/json"}
         if p.kind == "idempotent":
@@ -93,15 +111,7 @@ class Calls:
             return Sent("failed", f"not sent ({exc})")
         except (OSError, http.client.HTTPException) as exc:
             return Sent("unknown", f"no answer ({type(exc).__name__})")
-        if 200 <= status < 300:
-            return Sent("ok", f"http {status}", _id(_json(data)))
-        if status == 409:
-            return Sent("unknown", "http 409: the key is in flight")
-        if status == 422:
-            return Sent("conflict", "http 422: the key holds another payload")
-        if status >= 500:
-            return Sent("failed", f"http {status}")
-        return Sent("refused", f"http {status}: {data[:200].decode(errors='replace')}")
+        return answered(status, data, _id(_json(data)))
 
     def lookup(self, p: Provider, *, job_id: str, key: str, token: int) -> Found:
         if p.kind == "unqueryable":

@@ -11,9 +11,6 @@ from pathlib import Path
 BUGS = ("close-without-effect", "new-key-on-retry", "no-cap", "rerun-on-ack-error")
 #: The retry cap the no-cap bug uses whatever the worker declared.
 NO_CAP_WRITES = 6
-#: The two calls of one job, in order, and the kind each provider has unless told.
-PLAN = ("billing", "mailer")
-DEFAULT_KINDS = {"billing": "idempotent", "mailer": "plain"}
 KINDS = ("idempotent", "plain", "unqueryable")
 
 
@@ -79,10 +76,10 @@ class Settings:
         """Writes per job per provider before the job is dead-lettered."""
         return NO_CAP_WRITES if "no-cap" in self.bugs else self.max_attempts
 
-    def provider(self, name: str) -> Provider | None:
+    def provider(self, name: str, kind: str = "idempotent") -> Provider | None:
+        """``name``'s URL and kind from the environment; ``kind`` unless it says one."""
         url = os.environ.get(f"CRASHPOINT_PROVIDER_{env_name(name)}_URL", "")
         if not url:
             return None
-        kind = os.environ.get(f"CRASHPOINT_PROVIDER_{env_name(name)}_KIND", "")
-        kind = kind or DEFAULT_KINDS.get(name, "idempotent")
+        kind = os.environ.get(f"CRASHPOINT_PROVIDER_{env_name(name)}_KIND", "") or kind
         return Provider(name, kind, url.rstrip("/"))
