@@ -17,7 +17,7 @@ from pathlib import Path
 from benchmarks.stats import describe, repeat_s
 from harness.contract.vocabulary import PROVIDER_KINDS, Verdict
 from reports import write_all, write_html
-from reports.model import Evidence, Results, Target, TimelineEvent, Trial, Violation
+from reports.model import Evidence, Results, Target, TimelineEvent, TrialRow, ViolationRow
 
 TRIALS = 2_000
 RUNS = 5
@@ -66,11 +66,11 @@ def synthetic(n: int = TRIALS, *, seed: int = 1) -> Results:
                     fields={"outcome": rng.choice(("ok", "rejected", "error", "unknown"))},
                 )
             )
-        violations: tuple[Violation, ...] = ()
+        violations: tuple[ViolationRow, ...] = ()
         if verdict == Verdict.VIOLATED:
             row = {"id": 1, "job_id": "j-0001", "status": 201, "committed": True}
             violations = (
-                Violation(
+                ViolationRow(
                     invariant="no_duplicate_effect",
                     job="j-0001",
                     message="2 committed effects",
@@ -78,7 +78,7 @@ def synthetic(n: int = TRIALS, *, seed: int = 1) -> Results:
                 ),
             )
         trials.append(
-            Trial(
+            TrialRow(
                 id=f"{scenario}.{provider}.{signal or 'net'}.sqlite.process.r{i}",
                 scenario=scenario,
                 injection_point=point,

@@ -19,8 +19,8 @@ from reports.model import (
     Summary,
     Target,
     TimelineEvent,
-    Trial,
-    Violation,
+    TrialRow,
+    ViolationRow,
 )
 from reports.outputs import ReportFiles, build_report, write_all, write_run
 from reports.parse import load_results, results_from_dict
@@ -34,8 +34,8 @@ __all__ = [
     "Summary",
     "Target",
     "TimelineEvent",
-    "Trial",
-    "Violation",
+    "TrialRow",
+    "ViolationRow",
     "build_report",
     "load_results",
     "markdown_summary",

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import severity
-from reports.model import Results, Trial
+from reports.model import Results, TrialRow
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def one_matrix(results_list: Sequence[Results], names: Sequence[str] = ()) -> No
 
 def drop_duplicates(results_list: Sequence[Results]) -> tuple[list[Results], list[Dropped]]:
     """``results_list`` with each (matrix hash, cell, seed) held by one trial only."""
-    kept: dict[tuple[str, str, int | None], tuple[Trial, str]] = {}
+    kept: dict[tuple[str, str, int | None], tuple[TrialRow, str]] = {}
     for results in results_list:
         for trial in results.trials:
             key = _key(trial)
@@ -103,7 +103,7 @@ def drop_duplicates(results_list: Sequence[Results]) -> tuple[list[Results], lis
     return out, dropped
 
 
-def _key(trial: Trial) -> tuple[str, str, int | None] | None:
+def _key(trial: TrialRow) -> tuple[str, str, int | None] | None:
     digest = trial.extra.get("matrix_hash")
     if not isinstance(digest, str):
         return None

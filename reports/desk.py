@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reports.model import Results, Trial
+from reports.model import Results, TrialRow
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class TraceRow:
 class ReviewRow:
     """One job that ended in needs_review, with the five things a reviewer decides on."""
 
-    trial: Trial
+    trial: TrialRow
     job: str
     key: str | None
     marker: str | None
@@ -63,7 +63,7 @@ class ReviewRow:
     events: tuple[int, ...]
 
 
-def trace_of(trial: Trial, run_id: str) -> tuple[TraceRow, ...]:
+def trace_of(trial: TrialRow, run_id: str) -> tuple[TraceRow, ...]:
     """The trial's traceability rows; the run id is the trial's own after a merge."""
     run = trial.run_id or run_id
     out = []
@@ -86,7 +86,7 @@ def trace_of(trial: Trial, run_id: str) -> tuple[TraceRow, ...]:
     return tuple(out)
 
 
-def _endpoint(trial: Trial, commit: int | None) -> str | None:
+def _endpoint(trial: TrialRow, commit: int | None) -> str | None:
     """``METHOD /path`` of the write whose commit is event ``commit``."""
     if commit is None:
         return None
@@ -100,7 +100,7 @@ def _endpoint(trial: Trial, commit: int | None) -> str | None:
     return None
 
 
-def _persona(trial: Trial, provider: str | None) -> str | None:
+def _persona(trial: TrialRow, provider: str | None) -> str | None:
     """The persona of the trial's provider (results.json ``persona``), for its rows."""
     persona = _text(trial.extra.get("persona"))
     return (
@@ -108,7 +108,7 @@ def _persona(trial: Trial, provider: str | None) -> str | None:
     )
 
 
-def review_of(trial: Trial) -> tuple[ReviewRow, ...]:
+def review_of(trial: TrialRow) -> tuple[ReviewRow, ...]:
     out = []
     for row in _rows(trial.extra.get("review")):
         job = _text(row.get("job"))
@@ -162,6 +162,6 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _index(value: object, trial: Trial) -> int | None:
+def _index(value: object, trial: TrialRow) -> int | None:
     i = _int(value)
     return i if i is not None and 0 <= i < len(trial.events) else None

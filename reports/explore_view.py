@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reports.model import Results, Trial
+from reports.model import Results, TrialRow
 from reports.timeline import Timeline, layout
 
 
@@ -65,14 +65,14 @@ class ExplorationView:
         return sum(1 for s in self.schedules if s.status == status)
 
 
-def build_exploration(results: Results, link: Callable[[Trial], str]) -> ExplorationView | None:
+def build_exploration(results: Results, link: Callable[[TrialRow], str]) -> ExplorationView | None:
     """The exploration of ``results``, or None when the run explored nothing."""
     doc = results.extra.get("exploration")
     if not isinstance(doc, Mapping):
         return None
     by_id = {t.id: t for t in results.trials}
 
-    def first_trial(s: Mapping[str, Any]) -> Trial | None:
+    def first_trial(s: Mapping[str, Any]) -> TrialRow | None:
         for trial_id in s.get("trials") or ():
             if trial_id in by_id:
                 return by_id[trial_id]

@@ -29,7 +29,7 @@ from reports.explore_view import build_exploration
 from reports.headline import RunStatus, run_status
 from reports.kill_view import build_kill_view
 from reports.matrix import build_matrix
-from reports.model import CELL_STATUSES, SEVERITY, Results, Trial
+from reports.model import CELL_STATUSES, SEVERITY, Results, TrialRow
 from reports.pages import page_stems
 from reports.timeline import GROUP_LABELS, KIND_GROUPS, OUTCOME_LABELS, layout
 
@@ -124,10 +124,10 @@ def write_html(
 
     names = _copy_assets(out)
 
-    def page_link(t: Trial) -> str:
+    def page_link(t: TrialRow) -> str:
         return f"{TRIALS_DIR}/{stems[t.key]}.html"
 
-    def event_link(t: Trial, i: int) -> str:
+    def event_link(t: TrialRow, i: int) -> str:
         return f"{page_link(t)}#{stems[t.key]}-ev-{i}"
 
     common["kill"] = build_kill_view(results, page_link)
@@ -221,7 +221,7 @@ def favicon(glyph: str, colour: str) -> str:
     return "data:image/svg+xml," + urllib.parse.quote(svg)
 
 
-def _trial_view(trial: Trial, run_id: str) -> dict[str, Any]:
+def _trial_view(trial: TrialRow, run_id: str) -> dict[str, Any]:
     highlighted = frozenset(i for v in trial.violations for i in v.evidence.events)
     return {
         "t": trial,
@@ -233,7 +233,7 @@ def _trial_view(trial: Trial, run_id: str) -> dict[str, Any]:
     }
 
 
-def judged_invariants(trial: Trial) -> tuple[tuple[str, str], ...]:
+def judged_invariants(trial: TrialRow) -> tuple[tuple[str, str], ...]:
     """(invariant, "held" | "violated") for each invariant the oracle judged in ``trial``:
     every known invariant but the unjudged ones, then any other one it found violated.
     Empty when nothing was judged (a skipped or inconclusive trial)."""

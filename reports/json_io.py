@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.contract.vocabulary import RESULTS_SCHEMA
-from reports.model import KillMatrix, Results, Trial, Violation
+from reports.model import KillMatrix, Results, TrialRow, ViolationRow
 
 
 def results_to_dict(results: Results) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def _summary(results: Results) -> dict[str, int]:
     }
 
 
-def _trial(t: Trial) -> dict[str, Any]:
+def _trial(t: TrialRow) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": t.id,
         "scenario": t.scenario,
@@ -106,7 +106,7 @@ def _trial(t: Trial) -> dict[str, Any]:
     return out
 
 
-def _violation(v: Violation, *, name: str = "invariant") -> dict[str, Any]:
+def _violation(v: ViolationRow, *, name: str = "invariant") -> dict[str, Any]:
     ev = v.evidence
     evidence: dict[str, Any] = {
         "arrivals": [dict(a) for a in ev.arrivals],

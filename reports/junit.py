@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.contract.vocabulary import Verdict
 from reports.desk import review_desk, review_of
-from reports.model import Results, Trial, Violation
+from reports.model import Results, TrialRow, ViolationRow
 from reports.timeline import event_title
 
 # XML 1.0 cannot carry most control characters at all, not even escaped; worker output
@@ -30,7 +30,7 @@ def xml_text(value: str) -> str:
 
 def junit_tree(results: Results) -> ET.ElementTree[ET.Element]:
     suites = ET.Element("testsuites", name=f"crashpoint {xml_text(results.run_id)}")
-    by_scenario: dict[str, list[Trial]] = {}
+    by_scenario: dict[str, list[TrialRow]] = {}
     for trial in results.trials:
         by_scenario.setdefault(trial.scenario, []).append(trial)
     totals = {"tests": 0, "failures": 0, "errors": 0}
@@ -97,7 +97,7 @@ def _properties(results: Results) -> list[tuple[str, str]]:
     return props
 
 
-def _testcase(trial: Trial) -> ET.Element:
+def _testcase(trial: TrialRow) -> ET.Element:
     case = ET.Element(
         "testcase",
         classname=xml_text(trial.scenario),
@@ -138,11 +138,11 @@ def _testcase(trial: Trial) -> ET.Element:
     return case
 
 
-def _headline(v: Violation) -> str:
+def _headline(v: ViolationRow) -> str:
     return f"{v.invariant}: {v.message}" if v.message else v.invariant
 
 
-def _evidence_text(trial: Trial, v: Violation) -> str:
+def _evidence_text(trial: TrialRow, v: ViolationRow) -> str:
     lines = [_headline(v)]
     if v.job:
         lines.append(f"job: {v.job}")

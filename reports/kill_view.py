@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from reports.model import MutantResult, Results, Trial
+from reports.model import MutantResult, Results, TrialRow
 
 KillStatus = Literal["killed", "survived"]
 
@@ -50,11 +50,11 @@ class KillView:
     mode: str | None = None
 
 
-def build_kill_view(results: Results, link: Callable[[Trial], str]) -> KillView | None:
+def build_kill_view(results: Results, link: Callable[[TrialRow], str]) -> KillView | None:
     km = results.kill_matrix
     if km is None:
         return None
-    by_id: dict[str, Trial] = {}
+    by_id: dict[str, TrialRow] = {}
     for t in results.trials:
         by_id.setdefault(t.id, t)
     scenarios = tuple(dict.fromkeys(t.scenario for t in results.trials))
@@ -84,6 +84,6 @@ def build_kill_view(results: Results, link: Callable[[Trial], str]) -> KillView 
     )
 
 
-def _scenario(by_id: dict[str, Trial], trial_id: str) -> str | None:
+def _scenario(by_id: dict[str, TrialRow], trial_id: str) -> str | None:
     trial = by_id.get(trial_id)
     return None if trial is None else trial.scenario

@@ -12,7 +12,7 @@ from harness.contract.vocabulary import Verdict
 from reports.desk import review_desk
 from reports.headline import run_status
 from reports.matrix import build_matrix
-from reports.model import Results, Trial
+from reports.model import Results, TrialRow
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
 _ICONS = {
@@ -136,12 +136,12 @@ def markdown_summary(results: Results) -> str:
 MAX_JOBS_SHOWN = 5
 
 
-def _violation_row(t: Trial) -> str:
+def _violation_row(t: TrialRow) -> str:
     invariants = "; ".join(invariant_jobs(t)) or "—"
     return f"| {md_code(t.key)} | {invariants} | {md_code(t.replay)} |"
 
 
-def invariant_jobs(t: Trial) -> list[str]:
+def invariant_jobs(t: TrialRow) -> list[str]:
     """One entry per violated invariant, with the jobs it was found for:
     ``no_duplicate_effect`` (3 jobs: ``j-0001``, ``j-0002``, ``j-0003``), never the same
     invariant once per job."""

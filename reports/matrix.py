@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from harness.contract.vocabulary import PROVIDER_KINDS
-from reports.model import CELL_STATUSES, SEVERITY, CellStatus, Results, Trial
+from reports.model import CELL_STATUSES, SEVERITY, CellStatus, Results, TrialRow
 
 PROVIDER_ORDER = PROVIDER_KINDS
 SIGNAL_ORDER = ("SIGKILL", "SIGTERM", "SIGSTOP")
@@ -44,7 +44,7 @@ class Column:
 @dataclass(frozen=True)
 class Cell:
     column: Column
-    trials: tuple[Trial, ...]
+    trials: tuple[TrialRow, ...]
 
     @property
     def status(self) -> CellStatus | None:
@@ -53,7 +53,7 @@ class Cell:
         return None if worst is None else worst.status
 
     @property
-    def worst(self) -> Trial | None:
+    def worst(self) -> TrialRow | None:
         """The trial the cell links to: the first one with the worst status."""
         if not self.trials:
             return None
@@ -147,7 +147,7 @@ def build_matrix(results: Results) -> Matrix:
     dimensions = tuple(d for d in EXTRA_DIMENSIONS if len({_dim(t, d) for t in trials}) > 1)
     columns = sorted({_column(t, dimensions) for t in trials}, key=_column_order)
     row_keys: list[tuple[str, str]] = []
-    grouped: dict[tuple[tuple[str, str], Column], list[Trial]] = {}
+    grouped: dict[tuple[tuple[str, str], Column], list[TrialRow]] = {}
     for t in trials:
         # Rows keep the order the run met them: the injection table's order.
         rk = (t.scenario, t.injection_point)
@@ -170,12 +170,12 @@ def build_matrix(results: Results) -> Matrix:
     return Matrix(columns=tuple(columns), rows=tuple(rows), dimensions=dimensions)
 
 
-def _dim(trial: Trial, dimension: str) -> str:
+def _dim(trial: TrialRow, dimension: str) -> str:
     value = getattr(trial, dimension)
     return CORRECT if value is None else str(value)
 
 
-def _column(trial: Trial, dimensions: tuple[str, ...]) -> Column:
+def _column(trial: TrialRow, dimensions: tuple[str, ...]) -> Column:
     return Column(
         provider=trial.provider_label,
         signal=trial.signal,

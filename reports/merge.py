@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from harness.contract.errors import ConfigError
 from reports.dedupe import Dropped, drop_duplicates, one_matrix
-from reports.model import KillMatrix, MutantResult, Results, Trial
+from reports.model import KillMatrix, MutantResult, Results, TrialRow
 
 T = TypeVar("T")
 
@@ -85,8 +85,8 @@ def _merged_extra(
     return extra
 
 
-def _merge_trials(results_list: Sequence[Results]) -> list[Trial]:
-    by_id: dict[str, list[Trial]] = {}
+def _merge_trials(results_list: Sequence[Results]) -> list[TrialRow]:
+    by_id: dict[str, list[TrialRow]] = {}
     order: list[str] = []
     for results in results_list:
         for trial in results.trials:
@@ -104,7 +104,7 @@ def _merge_trials(results_list: Sequence[Results]) -> list[Trial]:
                     "Merge only shards of distinct runs"
                 )
             group.append(tagged)
-    out: list[Trial] = []
+    out: list[TrialRow] = []
     for trial_id in order:
         group = by_id[trial_id]
         if len(group) == 1 and group[0].run_id is not None:
@@ -115,7 +115,7 @@ def _merge_trials(results_list: Sequence[Results]) -> list[Trial]:
     return out
 
 
-def _tag(trial: Trial, run_id: str) -> Trial:
+def _tag(trial: TrialRow, run_id: str) -> TrialRow:
     return dataclasses.replace(trial, run_id=run_id)
 
 

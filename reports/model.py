@@ -76,7 +76,7 @@ class Evidence:
 
 
 @dataclass(frozen=True)
-class Violation:
+class ViolationRow:
     invariant: str
     job: str | None
     message: str = ""
@@ -84,7 +84,7 @@ class Violation:
 
 
 @dataclass(frozen=True)
-class Trial:
+class TrialRow:
     id: str
     scenario: str
     injection_point: str
@@ -98,9 +98,9 @@ class Trial:
     duration_s: float
     replay: str
     reason: str | None = None
-    violations: tuple[Violation, ...] = ()
+    violations: tuple[ViolationRow, ...] = ()
     #: Findings that broke no invariant; ``invariant`` holds the warning's name.
-    warnings: tuple[Violation, ...] = ()
+    warnings: tuple[ViolationRow, ...] = ()
     seed: int | None = None
     description: str | None = None
     expected: str | None = None
@@ -207,7 +207,7 @@ class Summary:
     warnings: int = 0
 
     @classmethod
-    def of(cls, trials: tuple[Trial, ...] | list[Trial]) -> Summary:
+    def of(cls, trials: tuple[TrialRow, ...] | list[TrialRow]) -> Summary:
         counts = dict.fromkeys(Verdict, 0)
         for trial in trials:
             counts[trial.verdict] += 1
@@ -254,7 +254,7 @@ class Results:
     run_id: str
     seed: int | None
     target: Target
-    trials: tuple[Trial, ...]
+    trials: tuple[TrialRow, ...]
     environment: Mapping[str, str | None] = field(default_factory=dict)
     command: str | None = None
     started_at: str | None = None
@@ -278,7 +278,7 @@ class Results:
             counts[trial.status] += 1
         return counts
 
-    def trial(self, key: str) -> Trial:
+    def trial(self, key: str) -> TrialRow:
         for trial in self.trials:
             if trial.key == key:
                 return trial

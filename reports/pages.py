@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from reports.model import Trial
+from reports.model import TrialRow
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MAX_STEM = 120
@@ -21,7 +21,7 @@ def safe_stem(key: str) -> str:
     return stem
 
 
-def page_stems(trials: Iterable[Trial]) -> dict[str, str]:
+def page_stems(trials: Iterable[TrialRow]) -> dict[str, str]:
     """Trial key -> page stem, unique even when two keys only differ in case."""
     out: dict[str, str] = {}
     taken: set[str] = set()

@@ -21,8 +21,8 @@ from reports.model import (
     Results,
     Target,
     TimelineEvent,
-    Trial,
-    Violation,
+    TrialRow,
+    ViolationRow,
 )
 
 T = TypeVar("T")
@@ -204,7 +204,7 @@ def results_from_dict(data: object, *, source: str = "<results>") -> Results:
     )
 
 
-def _trial(r: _Reader, value: object, where: str) -> Trial:
+def _trial(r: _Reader, value: object, where: str) -> TrialRow:
     data = r.obj(value, where)
     verdict = r.get(data, "verdict", where, str)
     if verdict not in _VERDICTS:
@@ -222,7 +222,7 @@ def _trial(r: _Reader, value: object, where: str) -> Trial:
         for i, item in enumerate(r.array(data, "warnings", where))
     )
     timings = r.obj(data.get("timings", {}), f"{where}.timings")
-    return Trial(
+    return TrialRow(
         id=r.get(data, "id", where, str),
         scenario=r.get(data, "scenario", where, str),
         injection_point=r.get(data, "injection_point", where, str),
@@ -268,7 +268,7 @@ def _event(r: _Reader, value: object, index: int, where: str) -> TimelineEvent:
 
 def _violation(
     r: _Reader, value: object, where: str, n_events: int, *, name: str = "invariant"
-) -> Violation:
+) -> ViolationRow:
     data = r.obj(value, where)
     evidence = r.obj(data.get("evidence", {}), f"{where}.evidence")
     ew = f"{where}.evidence"
@@ -281,7 +281,7 @@ def _violation(
                 f"event index {index} is outside the trial's {n_events} events",
             )
         indexes.append(index)
-    return Violation(
+    return ViolationRow(
         invariant=r.get(data, name, where, str),
         job=r.opt(data, "job", where, str),
         message=r.opt(data, "message", where, str) or "",
@@ -327,7 +327,7 @@ def _kill_matrix(r: _Reader, value: object) -> KillMatrix:
     )
 
 
-def _unique_keys(r: _Reader, trials: tuple[Trial, ...]) -> None:
+def _unique_keys(r: _Reader, trials: tuple[TrialRow, ...]) -> None:
     seen: dict[str, int] = {}
     for i, trial in enumerate(trials):
         if trial.key in seen:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.contract.vocabulary import INVARIANTS, VERSION, Verdict
-from reports.model import Results, Target, Trial
+from reports.model import Results, Target, TrialRow
 from reports.sarif_rules import UNNAMED, rule_text
 
 SCHEMA_URI = (
@@ -59,16 +59,16 @@ def write_sarif(results: Results, path: str | Path) -> Path:
     return path
 
 
-def _violated_cells(trials: tuple[Trial, ...]) -> list[Trial]:
+def _violated_cells(trials: tuple[TrialRow, ...]) -> list[TrialRow]:
     """The first violated trial of each cell, in the run's order."""
-    seen: dict[tuple[str, str], Trial] = {}
+    seen: dict[tuple[str, str], TrialRow] = {}
     for trial in trials:
         if trial.verdict == Verdict.VIOLATED:
             seen.setdefault((trial.scenario, trial.id), trial)
     return list(seen.values())
 
 
-def _invariant(trial: Trial) -> str:
+def _invariant(trial: TrialRow) -> str:
     return trial.violations[0].invariant if trial.violations else UNNAMED
 
 
@@ -85,7 +85,7 @@ def _rule(invariant: str) -> dict[str, Any]:
     }
 
 
-def _result(trial: Trial, rule_index: int, target: Target, base: Path) -> dict[str, Any]:
+def _result(trial: TrialRow, rule_index: int, target: Target, base: Path) -> dict[str, Any]:
     lines = [
         f"{v.invariant}: {v.message}" if v.message else v.invariant for v in trial.violations
     ] or [trial.reason or "violated"]
@@ -110,7 +110,7 @@ def _result(trial: Trial, rule_index: int, target: Target, base: Path) -> dict[s
     return out
 
 
-def _failpoint_site(trial: Trial) -> tuple[str, int] | None:
+def _failpoint_site(trial: TrialRow) -> tuple[str, int] | None:
     """Where the worker called the cell's failpoint: a held hit (the one the fault
     struck) before any other hit of the same point."""
     hits = [

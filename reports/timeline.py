@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from harness.contract.vocabulary import EventKind
 from reports.axis import Break, Tick, build_axis
-from reports.model import TimelineEvent, Trial
+from reports.model import TimelineEvent, TrialRow
 
 LANE_H = 52
 #: Lane labels get between these widths (px); longer sources are shortened with "…"
@@ -177,7 +177,7 @@ def lane_order(source: str) -> tuple[int, str]:
     return (len(_LANE_ORDER), source)
 
 
-def layout(trial: Trial, highlighted: frozenset[int] = frozenset()) -> Timeline | None:
+def layout(trial: TrialRow, highlighted: frozenset[int] = frozenset()) -> Timeline | None:
     """Place ``trial.events``; None when the trial recorded no events."""
     events = trial.events
     if not events:

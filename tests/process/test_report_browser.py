@@ -23,7 +23,7 @@ from harness.contract.vocabulary import INVARIANTS, Verdict
 from harness.pytest_plugin import missing
 from reports import build_report, load_results
 from reports.matrix import build_matrix
-from reports.model import Results, Trial
+from reports.model import Results, TrialRow
 from reports.pages import page_stems
 
 pytestmark = [pytest.mark.process, pytest.mark.browser, pytest.mark.timeout(120)]
@@ -501,7 +501,7 @@ def _open(pg: Any, path: Path, width: int) -> None:
     pg.wait_for_load_state("load")
 
 
-def _page_of(out: Path, results: Results, trial: Trial) -> Path:
+def _page_of(out: Path, results: Results, trial: TrialRow) -> Path:
     return out / "trials" / f"{page_stems(results.trials)[trial.key]}.html"
 
 

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from harness.contract.vocabulary import Verdict
-from reports import Results, Violation, load_results, markdown_summary
+from reports import Results, ViolationRow, load_results, markdown_summary
 from reports.markdown import md_code, md_text
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
@@ -100,7 +100,9 @@ def _with_violations(jobs_by_invariant: dict[str, list[str | None]]) -> Results:
     results = load_results(FIXTURES / "run_small.json")
     trial = results.trial(VIOLATED)
     violations = tuple(
-        Violation(invariant=inv, job=job) for inv, jobs in jobs_by_invariant.items() for job in jobs
+        ViolationRow(invariant=inv, job=job)
+        for inv, jobs in jobs_by_invariant.items()
+        for job in jobs
     )
     changed = dataclasses.replace(trial, violations=violations)
     return dataclasses.replace(
