@@ -66,6 +66,11 @@ class ForkedChild:
     def poll(self) -> int | None:
         return self._settle(0.0)
 
+    def kill(self) -> None:
+        """SIGKILL this child through its pidfd: never another process that took its pid."""
+        if self.returncode is None:
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
     def wait(self, timeout: float | None = None) -> int:
         code = self._settle(timeout)
         if code is None:

@@ -50,6 +50,8 @@ class Spawned(Protocol):
 
     def poll(self) -> int | None: ...
 
+    def kill(self) -> None: ...
+
     def wait(self, timeout: float | None = None) -> int: ...
 
 
@@ -273,6 +275,11 @@ class ProviderProcess:
         except BaseException:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            # A Ctrl-C just after the fork can come before the child's setsid(): no group
+            # of that id yet, and the child, waiting for a secret that never comes, would
+            # hold this wait forever. The process itself is always there to kill.
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
             proc.wait()
             _close_pipes(proc)
             raise

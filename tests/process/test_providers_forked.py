@@ -162,3 +162,38 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_a_ctrl_c_before_the_childs_own_group_exists_still_ends_the_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CI run: SIGINT landed between the fork and the child's setsid(), so the group kill
+    # found no group, and the child, waiting for its secret, held the run's exit forever.
+    # Both halves of that window are reproduced here: the interrupt, and no group yet.
+    import threading
+
+    from fake_providers import launcher
+
+    def interrupted(self: object, proc: object) -> None:
+        raise KeyboardInterrupt
+
+    def no_group_yet(pgid: int, sig: int) -> None:
+        raise ProcessLookupError(pgid)
+
+    monkeypatch.setattr(launcher.ProviderProcess, "_hand_secret", interrupted)
+    monkeypatch.setattr(launcher.os, "killpg", no_group_yet)
+    raised: list[BaseException] = []
+    with ProviderPool(workdir=tmp_path) as pool:
+
+        def lease() -> None:
+            try:
+                pool.lease("plain", name="svc")
+            except BaseException as exc:  # the KeyboardInterrupt is the expected end
+                raised.append(exc)
+
+        thread = threading.Thread(target=lease, daemon=True)
+        thread.start()
+        thread.join(20.0)
+        assert not thread.is_alive(), "the lease still waits for a child nobody killed"
+        assert [type(e) for e in raised] == [KeyboardInterrupt]
+        assert pool.forks.forked == 1
