@@ -128,16 +128,17 @@ def config(example: Example, name: str = "crashpoint.toml") -> str:
     return str((ROOT / "examples" / example.name / name).relative_to(ROOT))
 
 
-#: Whole matrices of the examples beside node-worker: `nox -s examples` runs them (the
-#: default test run plays each correct variant on the cells its buggy variants break,
-#: below). They test the same harness paths the node example's whole matrix and the
-#: reference's already do, at about 350 s of the default run's CPU on two cores.
+#: Whole matrices of the examples: `nox -s examples` runs them (the default test run plays
+#: each correct variant on the cells its buggy variants break, below, and a command
+#: target's whole matrix in tests/process/test_any_worker.py). They test the same harness
+#: paths that whole matrix and the reference's already do, at about 400 s of the default
+#: run's CPU on two cores.
 WHOLE = pytest.mark.matrix
 
 
 @pytest.mark.parametrize(
     "example",
-    [NODE, pytest.param(RQ, marks=WHOLE), pytest.param(BULLMQ, marks=WHOLE)],
+    [pytest.param(e, marks=WHOLE) for e in (NODE, RQ, BULLMQ)],
     ids=lambda e: e.name,
 )
 def test_the_correct_variant_holds_the_whole_matrix(
