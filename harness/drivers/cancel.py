@@ -10,9 +10,11 @@ outcome, and whatever it does next (reconcile, retry) happens after the cancel.
 
 Judged by ``no_effect_after_cancel`` from the providers' ground truth: a write that
 reached a provider after the acknowledgement and made an effect is a violation. The
-held write may land (after commit it has): it started before the cancel. A worker whose
-client gave up on the held write and wrote again before the cancel was acknowledged
-leaves the cell inconclusive: its retry came before the cancel, and proves nothing.
+held write may land (after commit it has): it started before the cancel. The workers
+are stopped (SIGSTOP) from the hold until the write is dropped, so the cancel's own
+start-up never races the worker's HTTP timeout. A worker whose client gave up on the
+held write and wrote again before they were stopped leaves the cell inconclusive: its
+retry came before the cancel, and proves nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +41,38 @@ def cancel_in_flight(trial: Trial) -> frozenset[str]:
     fault_id = trial.arm(Fault("hold_before_commit" if before else "hold_after_commit", job=job))
     trial.start_worker()
     trial.wait_held(fault_id, what=f"provider hold for {job}")
+    # The workers stand still while the target cancels: a cancel command that starts
+    # slowly (a framework to import, a loaded machine) must not outrun the worker's own
+    # HTTP timeout, or its retry lands before the cancel and the cell proves nothing.
+    frozen = [w for w in trial.workers.values() if w.alive()]
+    for worker in frozen:
+        trial.send(worker, "SIGSTOP")
+        trial.stop_clear_of_write_locks(worker)
+    try:
+        _cancel(trial, job)
+        # Writes at the cell's provider only: a job that calls billing before mailer has
+        # its billing write too, which is no retry of the one held here.
+        early = [w for w in trial.writes(job) if w.fields.get("provider") == trial.provider_name][
+            1:
+        ]
+        trial.release(fault_id, "drop")
+    finally:
+        for worker in frozen:
+            if worker.alive():
+                trial.send(worker, "SIGCONT")
+    if early:
+        # Its client gave up on the held write and it wrote again before the cancel: what
+        # follows the cancel is no retry of the write in flight, and proves nothing.
+        raise Inconclusive(
+            f"a second write of {job} reached the provider before the cancel was "
+            "acknowledged (its client gave up on the held write): the cancel came too late"
+        )
+    return NONE
+
+
+def _cancel(trial: Trial, job: str) -> None:
+    """Cancel ``job`` through the target and record the moment it acknowledged."""
+    assert trial.target is not None
     asked = time.monotonic()
     if not trial.target.cancel(job):
         raise Inconclusive("the target declares no way to cancel a job")
@@ -49,13 +83,3 @@ def cancel_in_flight(trial: Trial) -> frozenset[str]:
         asked_s=round(time.monotonic() - asked, 4),
         text=f"{job} cancelled while its write was held; the target acknowledged it",
     )
-    early = trial.writes(job)[1:]
-    trial.release(fault_id, "drop")
-    if early:
-        # Its client gave up on the held write and it wrote again before the cancel: what
-        # follows the cancel is no retry of the write in flight, and proves nothing.
-        raise Inconclusive(
-            f"a second write of {job} reached the provider before the cancel was "
-            "acknowledged (its client gave up on the held write): the cancel came too late"
-        )
-    return NONE
