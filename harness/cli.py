@@ -8,24 +8,28 @@ What each command does is in ``harness.commands``, imported when the command run
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import click
 
+from harness.cli_options import (
+    check_config_options,
+    explore_options,
+    init_options,
+    jobs_option,
+    matrix_options,
+    out_option,
+    replay_options,
+    target_options,
+)
 from harness.contract.errors import ConfigError, CrashpointError, Terminated
-from harness.contract.vocabulary import PROVIDER_KINDS, ExitCode
 from harness.contract.vocabulary import VERSION as __version__
+from harness.contract.vocabulary import ExitCode
 
-LEDGERS = ("sqlite", "postgres")
-BACKENDS = ("process", "docker")
-SIGNALS = ("SIGKILL", "SIGTERM", "SIGSTOP")
-LANGS = ("python", "node", "go", "shell")
 #: 128 + SIGINT, as a shell reports a command stopped by Ctrl-C; 128 + SIGTERM.
 INTERRUPTED = 130
 TERMINATED = 143
@@ -70,206 +74,13 @@ def main() -> None:
     """
 
 
-def _complete_scenarios(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
-    from scenarios.table import SCENARIOS
-
-    return [s.name for s in SCENARIOS if s.name.startswith(incomplete)]
-
-
-def _complete_points(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
-    from scenarios.table import SCENARIOS
-
-    points = dict.fromkeys(p for s in SCENARIOS for p in s.points)
-    return [p for p in points if p.startswith(incomplete)]
-
-
-def _complete_mutants(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
-    from scenarios.mutants import MUTANTS
-
-    return [m for m in MUTANTS if m.startswith(incomplete)]
-
-
-def _out_option(default: str) -> Callable[[click.decorators.FC], click.decorators.FC]:
-    return click.option(
-        "--out",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=Path(default),
-        metavar="DIR",
-        help="Where results.json, index.html, junit.xml, sarif.json go.",
-    )
-
-
-class _Jobs(click.ParamType[int | None]):
-    """``auto`` (None: the run's default, see harness.run_width) or a number from 1 to 64."""
-
-    name = "jobs"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> int | None:
-        if value is None or isinstance(value, int):
-            return value
-        text = str(value).strip().lower()
-        if text == "auto":
-            return None
-        try:
-            n = int(text)
-        except ValueError:
-            self.fail(f"{value!r} is neither auto nor a number of trials", param, ctx)
-        if not 1 <= n <= 64:
-            self.fail(f"{n} is not from 1 to 64", param, ctx)
-        return n
-
-
-def _jobs_option() -> Callable[[click.decorators.FC], click.decorators.FC]:
-    return click.option(
-        "--jobs",
-        "-j",
-        type=_Jobs(),
-        default="auto",
-        metavar="N|auto",
-        show_default=True,
-        help="Trials at once, or auto.",
-    )
-
-
-def _strict_default(ctx: click.Context, param: click.Parameter, value: bool | None) -> bool:
-    """--strict unless told otherwise where CI=true (every CI service sets it): a gate
-    that skipped a cell for a missing server must not pass there as if it had run it."""
-    if value is not None:
-        return value
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
-def _matrix_options(f: click.decorators.FC) -> click.decorators.FC:
-    options = [
-        click.option(
-            "--scenario",
-            "scenarios",
-            multiple=True,
-            metavar="NAME",
-            shell_complete=_complete_scenarios,
-            help="Only this scenario (repeatable; see points).",
-        ),
-        click.option(
-            "--point",
-            "points",
-            multiple=True,
-            metavar="NAME",
-            shell_complete=_complete_points,
-            help="Only this injection point (repeatable).",
-        ),
-        click.option(
-            "--provider",
-            "providers",
-            multiple=True,
-            metavar="KIND|NAME",
-            help=f"Only this provider kind ({', '.join(PROVIDER_KINDS)}), or a declared name.",
-        ),
-        click.option(
-            "--signal",
-            "signals",
-            multiple=True,
-            type=click.Choice(SIGNALS),
-            metavar="SIG",
-            help="Only this signal: SIGKILL, SIGTERM or SIGSTOP.",
-        ),
-        click.option(
-            "--ledger",
-            type=click.Choice(LEDGERS),
-            default="sqlite",
-            help="The reference worker's ledger store.",
-        ),
-        click.option(
-            "--backend",
-            type=click.Choice(BACKENDS),
-            default="process",
-            help="Local processes, or containers.",
-        ),
-        click.option(
-            "--seed",
-            type=int,
-            default=None,
-            metavar="N",
-            help="Seed of the run, for replay.  [default: random]",
-        ),
-        _out_option("crashpoint-out"),
-        click.option(
-            "--strict/--no-strict",
-            default=None,
-            callback=_strict_default,
-            help="Exit 3 on skipped trials too (on where CI=true).",
-        ),
-        click.option(
-            "--fail-on-warning",
-            is_flag=True,
-            help="Exit 1 on warnings too.",
-        ),
-        _jobs_option(),
-        click.option(
-            "--shard",
-            default=None,
-            metavar="I/N",
-            help="Run shard I of N; auto/N: JOB_COMPLETION_INDEX.",
-        ),
-        click.option(
-            "--lease-ttl-s",
-            type=click.FloatRange(0.1, 60),
-            default=None,
-            metavar="SECONDS",
-            help="The workers' lease.  [default: the target's]",
-        ),
-        click.option(
-            "--pg-dsn",
-            envvar="CRASHPOINT_PG_DSN",
-            show_envvar=True,
-            default=None,
-            metavar="DSN",
-            help="PostgreSQL for --ledger postgres.  [default: the install script's]",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
-def _target_options(f: click.decorators.FC) -> click.decorators.FC:
-    options = [
-        click.option(
-            "-c",
-            "--config",
-            "config_path",
-            type=click.Path(path_type=Path),
-            default=None,
-            metavar="FILE",
-            help="Your worker's crashpoint.toml.",
-        ),
-        click.option(
-            "--target",
-            default=None,
-            metavar="NAME",
-            help="reference: the built-in worker.  [default: ./crashpoint.toml]",
-        ),
-        click.option(
-            "--mutant",
-            default=None,
-            metavar="NAME",
-            shell_complete=_complete_mutants,
-            help="Plant this bug in the reference worker.",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
 @main.command(
     epilog="\b\nExamples:\n"
     "  crashpoint run --scenario crash_after_external_success --seed 7\n"
     "  crashpoint run --mutant fresh_key_per_attempt     # a known bug: exit 1\n"
     "  crashpoint run -c crashpoint.toml -j 2"
 )
-@_target_options
+@target_options
 @click.option(
     "--repeat",
     type=click.IntRange(1, 1000),
@@ -282,7 +93,7 @@ def _target_options(f: click.decorators.FC) -> click.decorators.FC:
     is_flag=True,
     help="Keep the state of trials not held (OUT/state).",
 )
-@_matrix_options
+@matrix_options
 def run(
     config_path: Path | None,
     target: str | None,
@@ -321,7 +132,7 @@ def run(
     is_flag=True,
     help="Run every cell of every mutant, not only until each is caught: the complete kill matrix.",
 )
-@_matrix_options
+@matrix_options
 def selftest(full: bool, **kw: Any) -> None:
     """Run the reference worker and every mutant: kill matrix.
 
@@ -337,11 +148,11 @@ def selftest(full: bool, **kw: Any) -> None:
 
 
 @main.command()
-@_out_option("crashpoint-demo")
+@out_option("crashpoint-demo")
 @click.option(
     "--seed", type=int, default=None, metavar="N", help="Seed of the run.  [default: random]"
 )
-@_jobs_option()
+@jobs_option()
 def demo(out: Path, seed: int | None, jobs: int | None) -> None:
     """Run every cell on the reference worker; HTML report.
 
@@ -404,28 +215,9 @@ def report(results: tuple[Path, ...], out: Path, self_contained: bool) -> None:
     "  crashpoint replay finding.json --correct     # against the correct worker"
 )
 @click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--trial",
-    "trial_ids",
-    multiple=True,
-    metavar="ID",
-    help="Replay this trial id (repeatable).  [default: every trial that did not hold]",
-)
-@click.option(
-    "--repeat",
-    type=click.IntRange(1, 1000),
-    default=None,
-    metavar="N",
-    help="A schedule file: play it N times and report the reproduction rate; exit 1 when "
-    "it reproduced at least once, 0 when never, 3 when no try was decided.  [default: 5]",
-)
-@click.option(
-    "--correct",
-    is_flag=True,
-    help="A schedule file: play it against the correct reference worker, not its mutant.",
-)
-@_target_options
-@_out_option("crashpoint-replay")
+@replay_options
+@target_options
+@out_option("crashpoint-replay")
 def replay(
     results: Path,
     trial_ids: tuple[str, ...],
@@ -505,68 +297,8 @@ def bundle(source: Path, trial_id: str | None, out: Path) -> None:
     "  crashpoint explore --budget 200 --seed 7 -c crashpoint.toml\n"
     "  crashpoint explore --budget 50 --seed 1 --mode random   # the chaos baseline"
 )
-@_target_options
-@click.option(
-    "--budget",
-    type=click.IntRange(1, 100_000),
-    required=True,
-    metavar="N",
-    help="Schedules to generate, past the first bug (shrinking on top).",
-)
-@click.option(
-    "--seed", type=int, default=None, metavar="N", help="Seed: the same seed, the same schedules."
-)
-@_out_option("crashpoint-explore")
-@click.option(
-    "--mode",
-    type=click.Choice(("hypothesis", "random")),
-    default="hypothesis",
-    help="Hypothesis schedules, or kills at random moments (the chaos baseline).",
-)
-@click.option(
-    "--confirm",
-    default="2/3",
-    metavar="K/N",
-    help="A schedule fails when K of up to N runs violate; fewer is flaky.",
-)
-@click.option(
-    "--shrink-budget",
-    type=click.IntRange(0, 10_000),
-    default=60,
-    metavar="TRIALS",
-    help="Trials shrinking may spend on each finding.",
-)
-@click.option("--network", is_flag=True, help="Also draw Toxiproxy toxics (needs Toxiproxy).")
-@click.option(
-    "--db",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="CRASHPOINT_EXPLORE_DB",
-    default=None,
-    metavar="DIR",
-    help="Hypothesis's database, shared by shards.",
-)
-@click.option("--ledger", type=click.Choice(LEDGERS), default="sqlite", help="The ledger store.")
-@click.option(
-    "--backend",
-    type=click.Choice(BACKENDS),
-    default="process",
-    help="Local processes, or containers.",
-)
-@click.option(
-    "--lease-ttl-s",
-    type=click.FloatRange(0.1, 60),
-    default=None,
-    metavar="SECONDS",
-    help="The workers' lease.  [default: the target's]",
-)
-@click.option(
-    "--pg-dsn",
-    envvar="CRASHPOINT_PG_DSN",
-    show_envvar=True,
-    default=None,
-    metavar="DSN",
-    help="PostgreSQL for --ledger postgres.",
-)
+@target_options
+@explore_options
 def explore(config_path: Path | None, target: str | None, mutant: str | None, **kw: Any) -> None:
     """Search fault schedules with Hypothesis; shrink what fails.
 
@@ -611,26 +343,7 @@ def doctor() -> None:
 
 
 @main.command(epilog="\b\nExample:\n  cd my-worker && crashpoint init --lang node")
-@click.option(
-    "--lang",
-    type=click.Choice(LANGS),
-    default=None,
-    help="The worker's language.  [default: guessed from the files here]",
-)
-@click.option("--force", is_flag=True, help="Overwrite files that already exist.")
-@click.option(
-    "--pyproject",
-    is_flag=True,
-    help="Add a [tool.crashpoint] table to ./pyproject.toml instead of crashpoint.toml.",
-)
-@click.option(
-    "--provider",
-    "providers",
-    multiple=True,
-    metavar="[NAME=]KIND",
-    help="A [[providers]] block of this kind or persona (stripe, slack, sendgrid, resend, "
-    "github, openai), with its SDK's base-URL line; repeat for more.  [default: idempotent]",
-)
+@init_options
 def init(lang: str | None, force: bool, pyproject: bool, providers: tuple[str, ...]) -> None:
     """Write a commented crashpoint.toml for the worker here.
 
@@ -645,22 +358,7 @@ def init(lang: str | None, force: bool, pyproject: bool, providers: tuple[str, .
 
 
 @main.command("check-config")
-@click.option(
-    "-c",
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="FILE",
-    help="The configuration.  [default: ./crashpoint.toml, else ./pyproject.toml]",
-)
-@click.option(
-    "--timeout-s",
-    type=click.FloatRange(1, 600),
-    default=15.0,
-    metavar="SECONDS",
-    help="How long to wait for the job to finish.",
-)
+@check_config_options
 def check_config(config_path: Path | None, timeout_s: float) -> None:
     """Check a configuration by starting its worker once.
 

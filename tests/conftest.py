@@ -30,7 +30,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture(autouse=True)
 def _not_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tests see crashpoint as a developer does, wherever they run: CI=true turns
-    --strict on (harness/cli.py), which the tests that mean it ask for themselves."""
+    --strict on (harness/cli_options.py), which the tests that mean it ask for themselves."""
     monkeypatch.delenv("CI", raising=False)
 
 

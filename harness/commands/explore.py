@@ -19,7 +19,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from harness.applicable import effect_providers
 from harness.commands.console import console
-from harness.commands.target import resolve_target
+from harness.commands.target import ResolvedTarget, resolve_target
 from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import ExitCode
 from harness.exploration.evaluation import Confirm, Evaluation, Exploration, Finding, Kind
@@ -81,32 +81,8 @@ def explore_command(
     console.print(resolved.headline(), markup=False, highlight=False, soft_wrap=True)
     config_path = resolved.config_path
     seed = opts.seed if opts.seed is not None else random.randrange(2**31)
-    # What the run's infrastructure gives every trial (the same call, the same settings).
-    config = trial_settings(
-        resolved.command, lease_ttl_s=opts.lease_ttl_s, pg_dsn=opts.pg_dsn, backend=opts.backend
-    )
-    kinds: tuple[str, ...] = ("idempotent", "plain")
-    # Schedules aim at providers that can hold an effect: a model answers plans, so a
-    # schedule aimed at it would hold it to an effect it never makes (a false alarm).
     aimed = effect_providers(resolved.command) if resolved.command is not None else None
-    if aimed is not None:
-        declared = {kind for _, kind in aimed}
-        # Unqueryable only where nothing else is declared: each of the reference's mutants
-        # shows on an idempotent or plain provider, and a third kind drawn beside them
-        # makes every one of them slower to find.
-        kinds = tuple(k for k in kinds if k in declared) or ("unqueryable",)
-    space = Space(
-        providers=kinds,
-        lease_ttl_s=config.lease_ttl_s,
-        http_timeout_s=config.http_timeout_s,
-        max_attempts=resolved.max_attempts,
-        network=opts.network,
-        second_consumer=resolved.command is None,
-        # Relative to the findings' directory, where replay looks first: a finding replayed
-        # from another directory (or another checkout) still finds its target.
-        target=resolved.doc["name"] if config_path is None else _beside(config_path, opts.out),
-        mutant=mutant,
-    )
+    space = _space(resolved, opts, aimed, mutant=mutant)
     flags = [*resolved.flags, "--seed", str(seed), "--budget", str(opts.budget)]
     if opts.mode != "hypothesis":
         flags += ["--mode", opts.mode]
@@ -154,6 +130,43 @@ def explore_command(
     if found.finding is not None or found.flaky:
         return ExitCode.VIOLATED
     return exit_code(doc["summary"], strict=False)
+
+
+def _space(
+    resolved: ResolvedTarget,
+    opts: ExploreOptions,
+    aimed: list[tuple[str, str]] | None,
+    *,
+    mutant: str | None,
+) -> Space:
+    """The schedules' space for this target: its providers, lease and attempts."""
+    # What the run's infrastructure gives every trial (the same call, the same settings).
+    config = trial_settings(
+        resolved.command, lease_ttl_s=opts.lease_ttl_s, pg_dsn=opts.pg_dsn, backend=opts.backend
+    )
+    kinds: tuple[str, ...] = ("idempotent", "plain")
+    # Schedules aim at providers that can hold an effect (``aimed``): a model answers
+    # plans, so a schedule aimed at it would hold it to an effect it never makes (a
+    # false alarm).
+    if aimed is not None:
+        declared = {kind for _, kind in aimed}
+        # Unqueryable only where nothing else is declared: each of the reference's mutants
+        # shows on an idempotent or plain provider, and a third kind drawn beside them
+        # makes every one of them slower to find.
+        kinds = tuple(k for k in kinds if k in declared) or ("unqueryable",)
+    config_path = resolved.config_path
+    return Space(
+        providers=kinds,
+        lease_ttl_s=config.lease_ttl_s,
+        http_timeout_s=config.http_timeout_s,
+        max_attempts=resolved.max_attempts,
+        network=opts.network,
+        second_consumer=resolved.command is None,
+        # Relative to the findings' directory, where replay looks first: a finding replayed
+        # from another directory (or another checkout) still finds its target.
+        target=resolved.doc["name"] if config_path is None else _beside(config_path, opts.out),
+        mutant=mutant,
+    )
 
 
 def _progress(budget: int) -> Any:

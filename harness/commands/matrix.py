@@ -32,7 +32,7 @@ _SEVERITY: dict[int, int] = {
 
 @dataclass(frozen=True)
 class MatrixOptions:
-    """The options every matrix command shares (see ``harness.cli``)."""
+    """The options every matrix command shares (see ``harness.cli_options``)."""
 
     scenarios: Sequence[str] = ()
     points: Sequence[str] = ()

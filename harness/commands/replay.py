@@ -11,12 +11,17 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness.commands.console import console
 from harness.commands.matrix import worst
 from harness.contract.errors import ConfigError
 from harness.contract.vocabulary import ExitCode, Verdict
 from reports.parse import load_results
+
+if TYPE_CHECKING:
+    from harness.commands.target import ResolvedTarget
+    from harness.schedule import Schedule
 
 #: What a trial's directory name may hold: its id, with nothing that climbs out of --out.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.@\[\]-]")
@@ -176,26 +181,16 @@ def replay_schedule(
     """
     import time
 
-    from harness.commands.target import resolve_target
     from harness.exploration.trials import ScheduleRunner
     from harness.infra import RunInfra
     from harness.results import results_document, summarize
     from harness.runner import run_spec
     from harness.schedule import load
-    from reports import write_run
 
     schedule = load(path)
-    if config_path is None and mutant is None and not correct:
-        # The target it was found against: a reference mutant, or a crashpoint.toml.
-        mutant = schedule.mutant
-        if schedule.target != "reference" and target is None:
-            config_path = stored_target(schedule.target, path)
-    resolved = resolve_target(config_path, target, mutant)
-    if resolved.declared is not None and all(k != schedule.provider for _, k in resolved.declared):
-        raise ConfigError(
-            f"{path}: the schedule needs a {schedule.provider} provider; {config_path} "
-            "declares none"
-        )
+    resolved, mutant = _schedule_target(
+        schedule, path, config_path=config_path, target=target, mutant=mutant, correct=correct
+    )
     against = resolved.doc["name"] + (f" with mutant {mutant}" if mutant else "")
     console.print(f"replay {path} x{repeat} against {against}: {schedule.describe()}", markup=False)
     started = time.time()
@@ -218,6 +213,39 @@ def replay_schedule(
     doc["target"] = resolved.doc
     doc["trials"] = runner.trials
     doc["summary"] = summarize(runner.trials)
+    return _report_reproduction(doc, path, repeat=repeat, out=out)
+
+
+def _schedule_target(
+    schedule: Schedule,
+    path: Path,
+    *,
+    config_path: Path | None,
+    target: str | None,
+    mutant: str | None,
+    correct: bool,
+) -> tuple[ResolvedTarget, str | None]:
+    """The target a schedule is played against, and the mutant planted in it."""
+    from harness.commands.target import resolve_target
+
+    if config_path is None and mutant is None and not correct:
+        # The target it was found against: a reference mutant, or a crashpoint.toml.
+        mutant = schedule.mutant
+        if schedule.target != "reference" and target is None:
+            config_path = stored_target(schedule.target, path)
+    resolved = resolve_target(config_path, target, mutant)
+    if resolved.declared is not None and all(k != schedule.provider for _, k in resolved.declared):
+        raise ConfigError(
+            f"{path}: the schedule needs a {schedule.provider} provider; {config_path} "
+            "declares none"
+        )
+    return resolved, mutant
+
+
+def _report_reproduction(doc: dict[str, Any], path: Path, *, repeat: int, out: Path) -> int:
+    """Write the replay's results and say how often the schedule reproduced."""
+    from reports import write_run
+
     violated = doc["summary"][Verdict.VIOLATED]
     held = doc["summary"][Verdict.HELD]
     code, line = reproduction(repeat, violated, held)

@@ -15,7 +15,7 @@ from harness.commands.matrix import (
     worst,
 )
 from harness.commands.outputs import keep_run
-from harness.commands.target import by_persona, resolve_target
+from harness.commands.target import ResolvedTarget, by_persona, resolve_target
 from harness.contract.vocabulary import ExitCode
 from harness.infra import RunInfra
 from harness.results import exit_code
@@ -35,16 +35,7 @@ def run_command(
     console.print(resolved.headline(), markup=False, highlight=False, soft_wrap=True)
     command = resolved.command
     target_doc = resolved.doc
-    replay: list[str] = []
-    if command is not None:
-        opts = replace(
-            opts,
-            declared=resolved.declared,
-            providers=by_persona(opts.providers, command.providers),
-            lease_ttl_s=opts.lease_ttl_s or command.lease_ttl_s,
-            steps=command.steps,
-        )
-        replay = resolved.flags
+    opts, replay = _for_target(opts, resolved)
     seed = opts.seed if opts.seed is not None else random.randrange(2**31)
     chosen = opts.cells(mutant=mutant)
     # Of the whole matrix, not this shard's share: every shard of a run carries one hash.
@@ -85,3 +76,19 @@ def run_command(
             if not kept:
                 code = worst(code, ExitCode.INCONCLUSIVE)
     return code
+
+
+def _for_target(opts: MatrixOptions, resolved: ResolvedTarget) -> tuple[MatrixOptions, list[str]]:
+    """The options as a configured target narrows them (its providers, lease and steps),
+    and the flags that replay it; the reference worker's options are as given."""
+    command = resolved.command
+    if command is None:
+        return opts, []
+    opts = replace(
+        opts,
+        declared=resolved.declared,
+        providers=by_persona(opts.providers, command.providers),
+        lease_ttl_s=opts.lease_ttl_s or command.lease_ttl_s,
+        steps=command.steps,
+    )
+    return opts, resolved.flags

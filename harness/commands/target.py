@@ -67,32 +67,9 @@ def resolve_target(
     elif mutant is not None and target is None:
         source = "--mutant"
     if config_path is not None:
-        from harness.targets.command import load_config
-
         if mutant is not None:
             raise ConfigError("--mutant applies to the reference target only, not to -c")
-        command = load_config(config_path)
-        declared = [(p.name, p.kind) for p in command.providers]
-        return ResolvedTarget(
-            command,
-            {
-                "name": command.name,
-                "kind": "command",
-                "mutant": None,
-                "providers": [
-                    {"name": p.name, "kind": p.kind, "persona": p.persona}
-                    for p in command.providers
-                ],
-                "config": str(config_path),
-                "config_line": target_line(config_path),
-            },
-            ["-c", str(config_path)],
-            declared,
-            command.lease_ttl_s,
-            command.max_attempts,
-            config_path=config_path,
-            source=f"{config_path}, {source}" if source == "found here" else str(config_path),
-        )
+        return _command_target(config_path, source)
     target = target or "reference"
     if target != "reference":
         raise ConfigError(f"--target {target!r} is unknown; use reference or -c crashpoint.toml")
@@ -108,6 +85,33 @@ def resolve_target(
     flags = ["--mutant", mutant] if mutant else []
     doc = {"name": "reference", "kind": "reference", "mutant": mutant}
     return ResolvedTarget(None, doc, flags, None, None, MAX_ATTEMPTS, source=source)
+
+
+def _command_target(config_path: Path, source: str) -> ResolvedTarget:
+    """The worker ``config_path`` describes, and its record in results.json."""
+    from harness.targets.command import load_config
+
+    command = load_config(config_path)
+    declared = [(p.name, p.kind) for p in command.providers]
+    return ResolvedTarget(
+        command,
+        {
+            "name": command.name,
+            "kind": "command",
+            "mutant": None,
+            "providers": [
+                {"name": p.name, "kind": p.kind, "persona": p.persona} for p in command.providers
+            ],
+            "config": str(config_path),
+            "config_line": target_line(config_path),
+        },
+        ["-c", str(config_path)],
+        declared,
+        command.lease_ttl_s,
+        command.max_attempts,
+        config_path=config_path,
+        source=f"{config_path}, {source}" if source == "found here" else str(config_path),
+    )
 
 
 def by_persona(asked: Sequence[str], declared: Sequence[ProviderDecl]) -> tuple[str, ...]:

@@ -256,18 +256,7 @@ class Player:
             if step.restart:
                 trial.start_worker()
         elif step.action == "pause":
-            if worker is not None and worker.alive():
-                trial.send(worker, "SIGSTOP")
-                trial.stop_clear_of_write_locks(worker)
-                let_go("respond" if release is not None and step.at == "arrival" else None)
-                if step.duration_s > trial.config.lease_ttl_s and not self._others(worker):
-                    # A stop past the lease is the slow-worker fault: someone must be there
-                    # to take the job over (the table's lease_expiry_slow_worker does so too).
-                    trial.start_worker()
-                trial.sleep(step.duration_s)
-                trial.send(worker, "SIGCONT")
-            else:
-                let_go()
+            self._pause(step, worker, let_go, release)
         elif step.action == "provider_fault":
             trial.arm(Fault(step.fault, times=step.times, status=step.status, delay_s=step.delay_s))
             # Armed while the request is held: at arrival or commit it then goes through;
@@ -275,21 +264,42 @@ class Player:
             # left unknown (a failing lookup at response is what reconcile runs into).
             let_go("respond" if release is not None and step.at != "response" else None)
         elif step.action == "toxic":
-            net = trial.network
-            if net is None:
-                trial.history.append("supervisor", "note", text="toxic skipped: no Toxiproxy")
-                let_go()
-                return
-            attrs: dict[str, Any] = dict(step.attributes)
-            name = net.on("provider", step.toxic, **attrs)
-            let_go("respond" if release is not None else None)
-            trial.sleep(step.duration_s)
-            net.off("provider", name)
+            self._toxic(step, let_go, release)
         elif step.action == "duplicate":
             self._duplicate(at, let_go, release)
         elif step.action == "restore":
             let_go()
             self._restore()
+
+    def _pause(
+        self, step: FaultStep, worker: WorkerHandle | None, let_go: LetGo, release: Release | None
+    ) -> None:
+        trial = self.trial
+        if worker is None or not worker.alive():
+            let_go()
+            return
+        trial.send(worker, "SIGSTOP")
+        trial.stop_clear_of_write_locks(worker)
+        let_go("respond" if release is not None and step.at == "arrival" else None)
+        if step.duration_s > trial.config.lease_ttl_s and not self._others(worker):
+            # A stop past the lease is the slow-worker fault: someone must be there
+            # to take the job over (the table's lease_expiry_slow_worker does so too).
+            trial.start_worker()
+        trial.sleep(step.duration_s)
+        trial.send(worker, "SIGCONT")
+
+    def _toxic(self, step: FaultStep, let_go: LetGo, release: Release | None) -> None:
+        trial = self.trial
+        net = trial.network
+        if net is None:
+            trial.history.append("supervisor", "note", text="toxic skipped: no Toxiproxy")
+            let_go()
+            return
+        attrs: dict[str, Any] = dict(step.attributes)
+        name = net.on("provider", step.toxic, **attrs)
+        let_go("respond" if release is not None else None)
+        trial.sleep(step.duration_s)
+        net.off("provider", name)
 
     def _duplicate(self, at: _At, let_go: LetGo, release: Release | None) -> None:
         trial = self.trial

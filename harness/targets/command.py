@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +46,7 @@ from harness.targets.broker_commands import trial_broker
 from harness.targets.command_calls import ENQUEUE_TIMEOUT_S, STATUS_TIMEOUT_S, CommandCalls
 from harness.targets.command_lifecycle import LifecycleCommands
 from harness.targets.command_output import STDERR_TAIL_CHARS, stderr_tail
+from harness.targets.command_state import copy_state, replace_state, restore_unsupported
 from harness.targets.config import (
     CommandConfig,
     JobStatus,
@@ -76,28 +76,6 @@ STATUS_QUIET_S = 0.1
 STATUS_POLL_S = 0.15
 #: ... or this, once the workers are known to send job-end events (docs/failpoints.md).
 JOB_END_POLL_S = 1.0
-
-
-def restore_unsupported(config: CommandConfig) -> str | None:
-    """Why ``state_store_restore`` cannot run against this target, or None when it can:
-    a restore puts back the worker's state directory, so a ledger elsewhere is out of
-    its reach."""
-    dsn = config.ledger_dsn
-    if dsn is None:
-        return None
-    if dsn.startswith(("postgresql://", "postgres://")):
-        return (
-            f"{config.path}: target.ledger.dsn is a PostgreSQL database, which every trial "
-            "of the run shares: restoring it would mean dropping and reloading the user's "
-            "database, which the harness does not do; keep the ledger in the worker's "
-            "state directory (a relative sqlite:/// path) to run state_store_restore"
-        )
-    if dsn.startswith("sqlite:///") and not Path(dsn.removeprefix("sqlite:///")).is_absolute():
-        return None
-    return (
-        f"{config.path}: target.ledger.dsn {dsn!r} lies outside the worker's state "
-        "directory, which is what a restore puts back; use a relative sqlite:/// path"
-    )
 
 
 class CommandAdapter(LifecycleCommands):
@@ -403,20 +381,13 @@ class CommandAdapter(LifecycleCommands):
             raise ConfigError(why)
         self._snapshots += 1
         self._calls.close()  # a served command may hold the state open: it restarts on use
-        copy = self.trial_dir / "snapshots" / f"{self._snapshots}"
-        shutil.copytree(self.state_dir, copy, symlinks=True)
-        return copy
+        return copy_state(self.state_dir, self.trial_dir / "snapshots" / f"{self._snapshots}")
 
     def restore(self, snapshot: Any) -> None:
         """Replace the state directory's contents with ``snapshot``; no worker runs."""
         self._calls.close()
         self._ends.restored()
-        for child in self.state_dir.iterdir():
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child)
-            else:
-                child.unlink()
-        shutil.copytree(Path(snapshot), self.state_dir, symlinks=True, dirs_exist_ok=True)
+        replace_state(self.state_dir, Path(snapshot))
         self._states.clear()
         self._went_active()
 

@@ -88,6 +88,11 @@ from harness.targets.config_providers import ProviderDecl as ProviderDecl
 from harness.targets.config_providers import ProviderSchema
 from harness.targets.config_reader import EXAMPLES, shown
 from harness.targets.config_serve import ServeSchema
+from harness.targets.config_worker import LEASE_RANGE_S as LEASE_RANGE_S
+from harness.targets.config_worker import MAX_WORKERS as MAX_WORKERS
+from harness.targets.config_worker import POLL_RANGE_S as POLL_RANGE_S
+from harness.targets.config_worker import TERM_GRACE_RANGE_S as TERM_GRACE_RANGE_S
+from harness.targets.config_worker import WorkerSchema
 from harness.targets.status_line import JOB_STATES as JOB_STATES
 from harness.targets.status_line import STATUS_KEYS as STATUS_KEYS
 from harness.targets.status_line import JobState as JobState
@@ -123,12 +128,6 @@ TARGET_KEYS = (
 LEDGER_KEYS = ("dsn",)
 #: The only names a template may use; the harness fills them per job.
 PLACEHOLDERS = ("job_id", "payload_file")
-MAX_WORKERS = 64
-LEASE_RANGE_S = (0.05, 600.0)
-TERM_GRACE_RANGE_S = (0.05, 600.0)
-#: The trial's bound (``TrialConfig.quiescence_timeout_s``, 20 s) leaves room for a
-#: couple of polls: a worker that looks for work less often cannot end a trial within it.
-POLL_RANGE_S = (0.001, 10.0)
 
 
 @dataclass(frozen=True)
@@ -258,7 +257,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML ({detail}); fix the syntax there") from None
 
 
-class _Schema(JobSchema, DockerSchema, ProviderSchema, FieldFaultSchema, BrokerSchema, ServeSchema):
+class _Schema(
+    WorkerSchema,
+    JobSchema,
+    DockerSchema,
+    ProviderSchema,
+    FieldFaultSchema,
+    BrokerSchema,
+    ServeSchema,
+):
     """Checks one whole document: ``[target]`` here, its parts in the mixins."""
 
     def config(self, data: Mapping[str, Any]) -> CommandConfig:
@@ -270,43 +277,9 @@ class _Schema(JobSchema, DockerSchema, ProviderSchema, FieldFaultSchema, BrokerS
             raise self.fail("target", f"must be a table, got {shown(target)}", "write [target]")
         self.known(target, "target.", TARGET_KEYS, label="[target]")
         name = self.string(target, "target.", "name")
-        workers = self.integer(target, "target.", "workers", default=1)
-        if not 1 <= workers <= MAX_WORKERS:
-            raise self.fail(
-                "target.workers",
-                f"must be from 1 to {MAX_WORKERS}, got {workers}",
-                "write workers = 2",
-            )
-        lease = self.seconds(
-            target,
-            "lease_ttl_s",
-            LEASE_RANGE_S,
-            "write the lease your worker uses, for example lease_ttl_s = 1.0",
-        )
-        term_grace = self.seconds(
-            target,
-            "term_grace_s",
-            TERM_GRACE_RANGE_S,
-            "write how long your worker needs to stop on SIGTERM, for example "
-            "term_grace_s = 2.0, or leave it out for two leases",
-        )
-        poll = self.seconds(
-            target,
-            "poll_s",
-            POLL_RANGE_S,
-            "write the longest your worker sleeps between looks at its queue, for "
-            "example poll_s = 0.5, or leave it out",
-        )
-        max_attempts = None
-        if "max_attempts" in target:
-            max_attempts = self.integer(target, "target.", "max_attempts", default=0)
-            if max_attempts < 1:
-                raise self.fail(
-                    "target.max_attempts",
-                    f"must be at least 1, got {max_attempts}",
-                    "write the worker's cap on writes per job, or leave the key out "
-                    "when it has none",
-                )
+        workers = self.worker_count(target)
+        lease, term_grace, poll = self.timings(target)
+        max_attempts = self.attempt_cap(target)
         command = self.argv(target, "command")
         for arg in command:
             for field in PLACEHOLDERS:

@@ -89,48 +89,9 @@ class ProviderSchema(RouteSchema):
                 )
             self.known(entry, where, PROVIDER_KEYS, label="[[providers]]")
             name = self.string(entry, where, "name", example='"billing"')
-            kind = self.string(entry, where, "kind")
-            if kind not in KIND_NAMES:
-                near = difflib.get_close_matches(kind.lower(), KIND_NAMES, n=1, cutoff=0.6)
-                raise self.fail(
-                    f"{where}kind",
-                    f"is {shown(kind)}" + (f" (did you mean {shown(near[0])}?)" if near else ""),
-                    f"use one of {', '.join(KIND_NAMES)}",
-                )
-            if not provider_env_name(name):
-                raise self.fail(
-                    f"{where}name",
-                    f"{shown(name)} has no letter or digit",
-                    "the worker reads CRASHPOINT_PROVIDER_<NAME>_URL; name it like billing",
-                )
-            var = provider_env_var(name)
-            if name in (d.name for d in decls):
-                raise self.fail(
-                    f"{where}name",
-                    f"{shown(name)} is declared twice",
-                    "give each provider its own name",
-                )
-            if var in by_var:
-                raise self.fail(
-                    f"{where}name",
-                    f"{shown(name)} and {shown(by_var[var])} both give the worker {var}",
-                    "rename one so the worker can tell them apart",
-                )
-            by_var[var] = name
-            transport = entry.get("transport", "http")
-            if transport not in TRANSPORTS:
-                raise self.fail(
-                    f"{where}transport",
-                    f"is {shown(transport)}",
-                    f"use one of {', '.join(shown(t) for t in TRANSPORTS)} (default http)",
-                )
-            persona = kind if kind in PERSONA_KINDS else None
-            if persona is not None and transport != "http":
-                raise self.fail(
-                    f"{where}transport",
-                    f"is {shown(transport)} on the {persona} persona, which speaks HTTP only",
-                    f'drop transport, or use kind = "{PERSONA_KINDS[persona]}" for an MCP tool',
-                )
+            kind = self._provider_kind(entry, where)
+            self._new_provider_name(name, where, decls, by_var)
+            transport, persona = self._provider_transport(entry, where, kind)
             alias = self.url_env(entry, where, decls)
             routes = self.routes(entry, where, kind)
             decls.append(
@@ -145,6 +106,62 @@ class ProviderSchema(RouteSchema):
                 )
             )
         return tuple(decls)
+
+    def _provider_kind(self, entry: Mapping[str, Any], where: str) -> str:
+        kind = self.string(entry, where, "kind")
+        if kind not in KIND_NAMES:
+            near = difflib.get_close_matches(kind.lower(), KIND_NAMES, n=1, cutoff=0.6)
+            raise self.fail(
+                f"{where}kind",
+                f"is {shown(kind)}" + (f" (did you mean {shown(near[0])}?)" if near else ""),
+                f"use one of {', '.join(KIND_NAMES)}",
+            )
+        return kind
+
+    def _new_provider_name(
+        self, name: str, where: str, decls: list[ProviderDecl], by_var: dict[str, str]
+    ) -> None:
+        """``name`` gives the worker a URL variable of its own; ``by_var`` records it."""
+        if not provider_env_name(name):
+            raise self.fail(
+                f"{where}name",
+                f"{shown(name)} has no letter or digit",
+                "the worker reads CRASHPOINT_PROVIDER_<NAME>_URL; name it like billing",
+            )
+        var = provider_env_var(name)
+        if name in (d.name for d in decls):
+            raise self.fail(
+                f"{where}name",
+                f"{shown(name)} is declared twice",
+                "give each provider its own name",
+            )
+        if var in by_var:
+            raise self.fail(
+                f"{where}name",
+                f"{shown(name)} and {shown(by_var[var])} both give the worker {var}",
+                "rename one so the worker can tell them apart",
+            )
+        by_var[var] = name
+
+    def _provider_transport(
+        self, entry: Mapping[str, Any], where: str, kind: str
+    ) -> tuple[str, str | None]:
+        """The provider's transport, and its persona (a persona speaks HTTP only)."""
+        transport = entry.get("transport", "http")
+        if transport not in TRANSPORTS:
+            raise self.fail(
+                f"{where}transport",
+                f"is {shown(transport)}",
+                f"use one of {', '.join(shown(t) for t in TRANSPORTS)} (default http)",
+            )
+        persona = kind if kind in PERSONA_KINDS else None
+        if persona is not None and transport != "http":
+            raise self.fail(
+                f"{where}transport",
+                f"is {shown(transport)} on the {persona} persona, which speaks HTTP only",
+                f'drop transport, or use kind = "{PERSONA_KINDS[persona]}" for an MCP tool',
+            )
+        return transport, persona
 
     def url_env(
         self, entry: Mapping[str, Any], where: str, decls: list[ProviderDecl]

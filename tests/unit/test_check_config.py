@@ -11,18 +11,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from harness.commands.check_config import (
-    FAIL,
-    JOB,
-    OK,
-    SKIP,
-    WARN,
-    Line,
-    Seen,
-    judge,
-    report_lines,
-    static_lines,
-)
+from harness.commands.check_config import report_lines, static_lines
+from harness.commands.check_findings import judge
+from harness.commands.check_lines import FAIL, OK, SKIP, WARN, Line
+from harness.commands.check_watch import JOB, Seen
 from harness.targets.config import CommandConfig, JobStatus, ProviderDecl
 
 

@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from harness.cli import LANGS, main
+from harness.cli import main
+from harness.cli_options import LANGS
 from harness.commands.init import init_command, render
 from harness.commands.init_plan import PLACEHOLDER, plan, python_client, templates
 from harness.targets.config import load_config

@@ -14,7 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.commands.check_config import FAIL, JOB, OK, Seen, judge, static_lines
+from harness.commands.check_config import static_lines
+from harness.commands.check_findings import judge
+from harness.commands.check_lines import FAIL, OK
+from harness.commands.check_watch import JOB, Seen
 from harness.commands.init import render
 from harness.commands.init_plan import plan
 from harness.contract.errors import ConfigError
