@@ -31,6 +31,7 @@ from harness import bytecode, faketime
 from harness.backends.base import Backend
 from harness.contract.errors import InfrastructureError, ToxiproxyUnavailable
 from harness.history import History
+from harness.ledger_server import LedgerServerWatch
 from harness.plan import Cell
 from harness.probes import ProbeFailed, docker_version, postgres_dsn, postgres_version
 from harness.targets.base import TargetAdapter
@@ -72,8 +73,11 @@ def base_environment() -> dict[str, Any]:
 
 def infrastructure_failure(trial: Trial) -> str | None:
     """What of the run's infrastructure failed under ``trial`` (its proxies vanished with
-    the Toxiproxy server), or None: whatever such a trial saw is the harness's doing."""
-    return trial.network.failure() if trial.network is not None else None
+    the Toxiproxy server, its PostgreSQL ledger restarted), or None: whatever such a trial
+    saw is the harness's doing."""
+    if trial.network is not None and (broken := trial.network.failure()) is not None:
+        return broken
+    return trial.ledger_server.failure() if trial.ledger_server is not None else None
 
 
 def demoted(result: TrialResult, broken: str | None) -> TrialResult:
@@ -305,7 +309,7 @@ class RunInfra:
         :class:`ToxiproxyUnavailable` when proxies are wanted and cannot be had."""
         net = self.make_network(cell, wanted=network)
         try:
-            return Trial(
+            trial = Trial(
                 cell,
                 seed=seed,
                 config=self.config,
@@ -320,6 +324,9 @@ class RunInfra:
             if net is not None:
                 net.close()
             raise
+        if self.ledger == "postgres" and self.pg_dsn is not None:
+            trial.ledger_server = LedgerServerWatch(self.pg_dsn)
+        return trial
 
     def run_trial(
         self, cell: Cell, seed: int, driver: Driver, *, network: bool | None = None

@@ -43,6 +43,7 @@ from harness.trial.providers import release_providers, start_providers
 from harness.watchdog import Watchdog
 
 if TYPE_CHECKING:
+    from harness.ledger_server import LedgerServerWatch
     from harness.network.seam import NetworkSeam
 
 #: The reference worker's provider name; a command target names its own.
@@ -79,6 +80,9 @@ class TrialState:
         self.names = WorkerNames()
         self.backend = make_backend(self.history)
         self.network = network
+        #: The run's PostgreSQL ledger server, watched for a restart under this trial
+        #: (set by :meth:`harness.infra.RunInfra.open_trial`); None: no such server.
+        self.ledger_server: LedgerServerWatch | None = None
         self.reached = False
         #: How the cell was reached: at a failpoint (exactly), at a provider hold (black
         #: box), or None (by the harness's own action, or not at all).

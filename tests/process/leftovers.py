@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -74,13 +75,14 @@ class Marked:
         return procs
 
     def containers(self) -> list[str]:
+        if not engine_socket_answers():
+            return []  # no engine here: nothing can have started a container
         try:
             import docker
 
             client = docker.from_env(timeout=5)
-            client.ping()
         except Exception:
-            return []  # no engine here: nothing can have started a container
+            return []
         found = []
         try:
             for c in client.containers.list(all=True, ignore_removed=True):
@@ -133,3 +135,19 @@ class Marked:
         for proc in self.processes():
             with contextlib.suppress(psutil.Error):
                 proc.kill()
+
+
+def engine_socket_answers() -> bool:
+    """Whether a Docker engine listens on the local socket (or DOCKER_HOST is not a local
+    socket, which the SDK then asks). Asked first because the SDK leaks its connection to
+    a socket file that no engine is behind any more (a stopped ``dockerd``)."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        return True
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(2)
+        try:
+            sock.connect(host.removeprefix("unix://"))
+        except OSError:
+            return False
+    return True

@@ -55,6 +55,19 @@ class Run:
             time.sleep(0.05)
         pytest.fail(f"the run never got to {what}")
 
+    def wait_for_descendant(self, what: str, found: Callable[[list[psutil.Process]], Any]) -> Any:
+        """:meth:`wait_for` among the run's descendants only (no environment scan)."""
+        me = psutil.Process(self.proc.pid)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"the run ended before {what}: {self.finish()}"
+            with contextlib.suppress(psutil.Error):
+                hit = found(me.children(recursive=True))
+                if hit:
+                    return hit
+            time.sleep(0.02)
+        pytest.fail(f"the run never got to {what}")
+
     def finish(self) -> int:
         try:
             self.stdout, self.stderr = self.proc.communicate(timeout=RUN_TIMEOUT_S)
@@ -232,7 +245,10 @@ def test_toxiproxy_killed_mid_run_is_restarted(marked: Marked, tmp_path: Path) -
     out = tmp_path / "out"
     run = Run(marked, [*NETWORK_CELLS, "--scenario", "ambiguous_timeout", "--out", str(out)])
     (server,) = run.wait_for("the Toxiproxy server", of_cmd("toxiproxy-server"))
-    run.wait_for("a trial's worker", of_cmd("scenarios.worker"))
+    # The next network trial restarts the server, so the kill must land before the last
+    # one: the first worker is looked for among the run's own descendants, a scan that
+    # stays quick on a loaded machine where sampling every process can take seconds.
+    run.wait_for_descendant("a trial's worker", of_cmd("scenarios.worker"))
     server.kill()
     code = run.finish()
     trials = run.trials(out)
@@ -355,3 +371,20 @@ def test_postgres_restarted_mid_run(marked: Marked, tmp_path: Path, private_pg: 
     assert code in (0, 3), run.stderr
     run.errors()  # no traceback
     assert_nothing_left(marked)
+
+
+def test_the_ledger_watch_tells_a_restart_and_a_stop_from_a_server_that_stayed_up(
+    private_pg: Any,
+) -> None:
+    from harness.ledger_server import LedgerServerWatch
+
+    assert LedgerServerWatch(private_pg.dsn).failure() is None
+    restarted = LedgerServerWatch(private_pg.dsn)
+    private_pg.restart()
+    assert (restarted.failure() or "").startswith("PostgreSQL restarted mid-trial"), restarted
+    stopped = LedgerServerWatch(private_pg.dsn)
+    private_pg.stop()
+    assert (stopped.failure() or "").startswith("PostgreSQL stopped answering mid-trial")
+    assert (LedgerServerWatch(private_pg.dsn).failure() or "").startswith(
+        "PostgreSQL did not answer as the trial began"
+    )
