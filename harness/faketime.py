@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import faketime_shim
+
 LIB_VAR = "CRASHPOINT_FAKETIME_LIB"
 _CANDIDATES = (
     "/usr/lib/*-linux-gnu/faketime/libfaketime.so.1",
@@ -57,10 +59,11 @@ def offset_text(seconds: float) -> str:
     return f"{seconds:+g}"
 
 
-def worker_env(offset_file: Path, lib: str) -> dict[str, str]:
-    """The variables that give one worker the wall clock ``offset_file`` says."""
+def worker_env(offset_file: Path, lib: str, shim: Path | None = None) -> dict[str, str]:
+    """The variables that give one worker the wall clock ``offset_file`` says; ``shim``
+    (:mod:`harness.faketime_shim`) is preloaded first, so its monotonic sleep wins."""
     return {
-        "LD_PRELOAD": lib,
+        "LD_PRELOAD": f"{shim} {lib}" if shim is not None else lib,
         "FAKETIME_TIMESTAMP_FILE": str(offset_file),
         "FAKETIME_NO_CACHE": "1",
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
@@ -79,8 +82,9 @@ def set_offset(offset_file: Path, seconds: float) -> None:
 def unavailable() -> str | None:
     """Why libfaketime cannot skew a worker's clock here, or None when it can.
 
-    Checked by running an interpreter under it: the library must load, move the wall
-    clock by the offset asked for, and leave the monotonic clock alone.
+    Checked by running an interpreter under it, with the shim that keeps its monotonic
+    sleeps whole: the library must load, move the wall clock by the offset asked for,
+    leave the monotonic clock alone, and let the interpreter sleep.
     """
     lib = library()
     if lib is None:
@@ -88,11 +92,15 @@ def unavailable() -> str | None:
             "libfaketime is not installed (no libfaketime.so.1 under /usr/lib; "
             f"`scripts/install-infra.sh faketime`, or set {LIB_VAR})"
         )
+    try:
+        shim = faketime_shim.build()
+    except faketime_shim.ShimUnavailable as exc:
+        return f"the shim that keeps a skewed worker's sleeps working cannot be built: {exc}"
     with tempfile.TemporaryDirectory(prefix="cp-faketime-") as tmp:
         offset = Path(tmp) / "offset"
         set_offset(offset, -_PROBE_OFFSET_S)
-        env = {**os.environ, **worker_env(offset, lib)}
-        code = "import time; print(time.time(), time.monotonic())"
+        env = {**os.environ, **worker_env(offset, lib, shim)}
+        code = "import time; time.sleep(0.001); print(time.time(), time.monotonic())"
         try:
             done = subprocess.run(
                 [sys.executable, "-c", code],
@@ -102,6 +110,9 @@ def unavailable() -> str | None:
                 timeout=20,
                 check=False,
             )
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                return f"a Python under libfaketime at {lib} failed: {last}"
             wall, mono = (float(x) for x in done.stdout.split())
         except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
             return f"libfaketime at {lib} could not be loaded: {type(exc).__name__}: {exc}"

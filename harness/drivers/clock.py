@@ -11,7 +11,7 @@ out under a stale token: ``fenced_writes`` sees the call.
 
 from __future__ import annotations
 
-from harness import faketime
+from harness import faketime, faketime_shim
 from harness.contract.errors import Inconclusive, InfrastructureError
 from harness.drivers.process import take_over_then_thaw
 from harness.faketime_reach import loaded_in
@@ -41,7 +41,8 @@ def clock_skew(trial: Trial) -> frozenset[str]:
     faketime.set_offset(offset_file, 0.0)
     job = trial.enqueue_batch()
     gate = trial.hold("before_external_call", job=job)
-    w1 = trial.start_worker(extra_env=faketime.worker_env(offset_file, lib))
+    shim = faketime_shim.beside(trial.dir)
+    w1 = trial.start_worker(extra_env=faketime.worker_env(offset_file, lib, shim))
     hit = trial.wait_hit(gate, what=f"failpoint before_external_call for {job}")
     _check_reached(hit.peer_pid, lib)
     trial.send(w1, "SIGSTOP")

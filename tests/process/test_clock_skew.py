@@ -40,6 +40,28 @@ def docker_engine(pytestconfig: pytest.Config) -> None:
         missing(pytestconfig, f"Docker engine ({exc}); run scripts/install-infra.sh docker")
 
 
+@pytest.mark.parametrize("step", [0.0, -3600.0, 3600.0])
+def test_a_skewed_python_worker_can_still_sleep(tmp_path: Path, step: float) -> None:
+    """libfaketime alone fails Python 3.11's time.sleep (an absolute monotonic
+    clock_nanosleep) with EINVAL; with the shim preloaded first the sleep is whole."""
+    from harness import faketime_shim
+
+    lib = libfaketime.library()
+    assert lib is not None
+    offset = tmp_path / "offset"
+    libfaketime.set_offset(offset, step)
+    code = "import time; t = time.monotonic(); time.sleep(0.05); print(time.monotonic() - t)"
+
+    def sleep_under(shim: Path) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, **libfaketime.worker_env(offset, lib, shim)}
+        argv = [sys.executable, "-c", code]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+
+    shimmed = sleep_under(faketime_shim.beside(tmp_path))
+    assert shimmed.returncode == 0, shimmed.stderr
+    assert float(shimmed.stdout) >= 0.05
+
+
 def test_a_step_moves_the_wall_clock_of_a_running_worker_and_not_its_monotonic(
     tmp_path: Path,
 ) -> None:
