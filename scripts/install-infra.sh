@@ -149,9 +149,10 @@ socat_tool() {
 }
 
 faketime_lib() {
-  # Clock-skew cells preload it per worker; stress-ng loads both cores for the no-false-positive
-  # runs under load.
-  apt_install libfaketime stress-ng
+  # Clock-skew cells preload it per worker, after a small C shim (harness/faketime_shim.py,
+  # built by gcc) that keeps Python's monotonic sleeps working; stress-ng loads both cores
+  # for the no-false-positive runs under load.
+  apt_install libfaketime stress-ng gcc libc6-dev
   local lib
   lib=$(dpkg -L libfaketime 2>/dev/null | grep -m1 'libfaketime.so.1$' || true)
   log "faketime: ${lib:-missing}; stress-ng: $(stress-ng --version 2>/dev/null | head -1 || echo missing)"
