@@ -24,10 +24,10 @@ import sys
 import time
 from collections.abc import Callable
 
-from rqbilling.failpoint import failpoint
+from rqbilling.failpoint import failpoint, job_end
 from rqbilling.lease import LeaseKeeper, LeaseLost
 from rqbilling.providers import Found
-from rqbilling.record import Claim, Record
+from rqbilling.record import STATUS, Claim, Record
 
 from mcpagent.settings import PLAN, Server, Settings
 from mcpagent.tools import Tools
@@ -80,6 +80,8 @@ class Job:
     def finish(self, state: str, error: str | None) -> str:
         if not self.record.finish(self.c, state, error):
             raise LeaseLost(f"{self.c.job_id}: lease lost before it could be marked {state}")
+        # Durable now: the harness may stop waiting for this job without a status poll.
+        job_end(self.c.job_id, STATUS.get(state, "pending"), self.c.attempt)
         return state + (f" ({error})" if error else "")
 
     def backoff(self, n: int) -> None:
