@@ -45,7 +45,7 @@ def test_from_env_reads_every_variable() -> None:
 def test_defaults() -> None:
     cfg = WorkerConfig.from_env({"CRASHPOINT_LEDGER_DSN": "sqlite:///l.db"})
     assert (cfg.lease_ttl_s, cfg.http_timeout_s, cfg.max_attempts) == (1.0, 2.0, 3)
-    assert (cfg.poll_s, cfg.backoff_s, cfg.recovery, cfg.mutant) == (0.02, 0.05, False, None)
+    assert (cfg.poll_s, cfg.backoff_s, cfg.recovery, cfg.mutant) == (0.02, 0.2, False, None)
 
 
 @pytest.mark.parametrize(
