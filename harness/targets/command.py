@@ -28,6 +28,7 @@ says nothing), never a trial verdict.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -109,7 +110,9 @@ class CommandAdapter(LifecycleCommands):
         self._last_activity = 0.0
         #: Each job's last reported state, and when it was read.
         self._states: dict[str, tuple[JobFinal, float]] = {}
-        self._last_poll = 0.0
+        # Never polled: the first poll is due at once. Not 0.0, which the monotonic clock
+        # is still near on a machine booted minutes ago (a first poll waited for the clock).
+        self._last_poll = -math.inf
         #: The last answer was "all final": the next one reads every job again.
         self._all_final = False
         self._snapshots = 0
