@@ -37,7 +37,7 @@ def why_not(command: CommandConfig | None, cell: Cell) -> str | None:
     reference worker, to which every row but a broker's applies), or None when it can."""
     if command is None:
         return broker.REFERENCE_NO_BROKER if cell.scenario.needs_broker else None
-    from harness.targets.command import restore_unsupported
+    from harness.targets.command_state import restore_unsupported
 
     scenario = cell.scenario
     if scenario.needs_ledger:

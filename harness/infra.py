@@ -20,6 +20,7 @@ import os
 import platform
 import shutil
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -35,6 +36,7 @@ from harness.ledger_server import LedgerServerWatch
 from harness.plan import Cell
 from harness.probes import ProbeFailed, docker_version, postgres_dsn, postgres_version
 from harness.targets.base import TargetAdapter
+from harness.targets.serve import ServedPool
 from harness.trial import Trial, TrialConfig
 from harness.trial_run import Driver, TrialResult, play, skipped_result
 from harness.watchdog import Watchdog
@@ -117,6 +119,9 @@ class RunInfra:
         self.docker: Any = None
         #: The run's warm provider processes, leased to its trials (fake_providers.pool).
         self.providers: ProviderPool | None = None
+        #: The target's served commands of scope "run", shared by its trials.
+        self.served: ServedPool | None = None
+        self._served_lock = threading.Lock()
         self.versions: dict[str, str | None] = {}
         #: Undoes what the run set up in this process (the shared bytecode cache).
         self._stack = contextlib.ExitStack()
@@ -214,6 +219,9 @@ class RunInfra:
             self.toxiproxy_error = str(exc)
 
     def close(self) -> None:
+        if self.served is not None:
+            self.served.close()
+            shutil.rmtree(self.served.log_dir, ignore_errors=True)
         if self.providers is not None:
             # Before the watchdog goes: no provider outlives the run.
             with contextlib.suppress(Exception):
@@ -245,13 +253,21 @@ class RunInfra:
             from harness.targets.command import CommandAdapter
 
             in_image = self.backend_name == "docker" and self.command.docker is not None
-            return CommandAdapter(self.command, trial_dir=trial_dir, in_image=in_image)
+            pool = self.served_pool() if self.command.serve_scope == "run" else None
+            return CommandAdapter(self.command, trial_dir=trial_dir, in_image=in_image, pool=pool)
         from harness.targets.reference import ReferenceAdapter
 
         if cell.ledger == "postgres":
             assert self.pg_dsn is not None
             return ReferenceAdapter.postgres(self.pg_dsn, state_dir=trial_dir)
         return ReferenceAdapter.sqlite(state_dir=trial_dir)
+
+    def served_pool(self) -> ServedPool:
+        """The run's served processes (``[target.serve] scope = "run"``), made once."""
+        with self._served_lock:
+            if self.served is None:
+                self.served = ServedPool(Path(tempfile.mkdtemp(prefix="cp-serve-")))
+            return self.served
 
     def skipped(self, cells: Sequence[Cell]) -> dict[str, str]:
         """Cells this machine cannot run (what is missing here, not what the target lacks:

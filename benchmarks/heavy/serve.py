@@ -1,9 +1,13 @@
 """python3 serve.py (in pyqueue's directory on sys.path): pyqueue's enqueue and status
-commands served, crashpoint's serve protocol on stdin and stdout (docs/target-contract.md)."""
+commands served, crashpoint's serve protocol on stdin and stdout (docs/getting-started.md).
+
+Served once per run (``scope = "run"``), each request names its trial's directory and
+variables: they are applied for that request alone, so one process serves every trial."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -14,6 +18,22 @@ HELLO = {"protocol": "crashpoint-serve", "version": 1}
 
 
 def answer(request: dict[str, object]) -> dict[str, object]:
+    """The reply to one request, in its trial's directory and environment when it names one."""
+    env = request.get("env")
+    if not isinstance(env, dict):
+        return answer_here(request)
+    saved, here = dict(os.environ), os.getcwd()
+    os.environ.update({str(k): str(v) for k, v in env.items()})
+    os.chdir(str(request["cwd"]))
+    try:
+        return answer_here(request)
+    finally:
+        os.chdir(here)
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def answer_here(request: dict[str, object]) -> dict[str, object]:
     if request.get("op") == "status":
         return jobdb.status(str(request["job_id"]))
     if request.get("op") == "enqueue":

@@ -89,7 +89,7 @@ def resolve_target(
 
 def _command_target(config_path: Path, source: str) -> ResolvedTarget:
     """The worker ``config_path`` describes, and its record in results.json."""
-    from harness.targets.command import load_config
+    from harness.targets.config import load_config
 
     command = load_config(config_path)
     declared = [(p.name, p.kind) for p in command.providers]

@@ -44,33 +44,17 @@ from harness.observe import ProviderLog
 from harness.oracle import JobFinal
 from harness.targets.base import Redelivery, quiet_window_s
 from harness.targets.broker_commands import trial_broker
-from harness.targets.command_calls import ENQUEUE_TIMEOUT_S, STATUS_TIMEOUT_S, CommandCalls
+from harness.targets.command_calls import CommandCalls
 from harness.targets.command_lifecycle import LifecycleCommands
-from harness.targets.command_output import STDERR_TAIL_CHARS, stderr_tail
 from harness.targets.command_state import copy_state, replace_state, restore_unsupported
 from harness.targets.config import (
     CommandConfig,
     JobStatus,
-    ProviderDecl,
-    load_config,
 )
 from harness.targets.progress import Activity, EndSource, JobEnds
+from harness.targets.serve import ServedPool
 from harness.targets.status_line import job_final
 
-# The schema used to live here; the run command still imports it from this module.
-__all__ = [
-    "ENQUEUE_TIMEOUT_S",
-    "STATUS_TIMEOUT_S",
-    "STDERR_TAIL_CHARS",
-    "CommandAdapter",
-    "CommandConfig",
-    "JobStatus",
-    "ProviderDecl",
-    "job_final",
-    "load_config",
-    "restore_unsupported",
-    "stderr_tail",
-]
 #: The status command runs once no request has reached a provider for this long ...
 STATUS_QUIET_S = 0.1
 #: ... and at most once per job in this interval.
@@ -85,9 +69,17 @@ class CommandAdapter(LifecycleCommands):
     #: A second delivery is the same job enqueued again into the same target.
     redelivery: Redelivery = "enqueue_again"
 
-    def __init__(self, config: CommandConfig, *, trial_dir: Path, in_image: bool = False) -> None:
+    def __init__(
+        self,
+        config: CommandConfig,
+        *,
+        trial_dir: Path,
+        in_image: bool = False,
+        pool: ServedPool | None = None,
+    ) -> None:
         self.provider_name = config.providers[0].name
-        self._calls = CommandCalls(config, state_dir=trial_dir / "state", trial_dir=trial_dir)
+        state = trial_dir / "state"
+        self._calls = CommandCalls(config, state_dir=state, trial_dir=trial_dir, pool=pool)
         self.steps = config.steps
         self.max_attempts = config.max_attempts
         self.poll_s = config.poll_s
@@ -110,8 +102,7 @@ class CommandAdapter(LifecycleCommands):
         self._last_activity = 0.0
         #: Each job's last reported state, and when it was read.
         self._states: dict[str, tuple[JobFinal, float]] = {}
-        # Never polled: the first poll is due at once. Not 0.0, which the monotonic clock
-        # is still near on a machine booted minutes ago (a first poll waited for the clock).
+        # Due at once: the monotonic clock is still near 0.0 on a machine booted minutes ago.
         self._last_poll = -math.inf
         #: The last answer was "all final": the next one reads every job again.
         self._all_final = False

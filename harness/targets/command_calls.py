@@ -2,14 +2,16 @@
 
 One-shot (``enqueue``, ``status``): one process per call, its arguments filled per job,
 run to the harness's bound (:mod:`harness.targets.bounded`). Served (``[target.serve]``):
-one long-lived process per command and trial, one JSON line per call
-(:mod:`harness.targets.serve`). Either way a failure is the user's configuration's,
-a :class:`ConfigError` naming the command and the last lines it wrote to stderr.
+one long-lived process per command and trial (or per run, shared through the run's
+:class:`ServedPool`), one JSON line per call (:mod:`harness.targets.serve`). Either way a
+failure is the user's configuration's, a :class:`ConfigError` naming the command and the
+last lines it wrote to stderr.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -20,7 +22,7 @@ from harness.contract.errors import ConfigError
 from harness.targets.bounded import Overran, run_bounded
 from harness.targets.command_output import refused_line, stderr_tail
 from harness.targets.config import CommandConfig, JobStatus, parse_status_line
-from harness.targets.serve import Served, ServeError
+from harness.targets.serve import Served, ServedPool, ServeError
 
 ENQUEUE_TIMEOUT_S = 10.0
 STATUS_TIMEOUT_S = 10.0
@@ -31,17 +33,36 @@ STATUS_FIX = 'make it print one line like {"state": "pending"} and exit 0'
 class CommandCalls:
     """The target's enqueue and status commands, in whichever form it declares."""
 
-    def __init__(self, config: CommandConfig, *, state_dir: Path, trial_dir: Path) -> None:
+    def __init__(
+        self,
+        config: CommandConfig,
+        *,
+        state_dir: Path,
+        trial_dir: Path,
+        pool: ServedPool | None = None,
+    ) -> None:
         self.config = config
         self.state_dir = state_dir
         self.jobs_dir = trial_dir / "jobs"
         where = str(config.path)
-        self.served: dict[str, Served] = {
-            op: Served(
-                op, self.abs(argv), cwd=state_dir, log=trial_dir / f"serve-{op}.log", where=where
-            )
-            for op, argv in config.serve.items()
-        }
+        #: Each request names its trial: the process may serve others (scope = "run").
+        self.per_run = config.serve_scope == "run"
+        #: The run's processes, which this trial uses but never stops.
+        self.shared = pool is not None and self.per_run
+        self.served: dict[str, Served] = {}
+        for op, argv in config.serve.items():
+            if pool is not None and self.per_run:
+                self.served[op] = pool.get(op, self.abs(argv), cwd=config.base_dir, where=where)
+            else:
+                log = trial_dir / f"serve-{op}.log"
+                self.served[op] = Served(
+                    op,
+                    self.abs(argv),
+                    cwd=state_dir,
+                    log=log,
+                    where=where,
+                    scope=config.serve_scope,
+                )
 
     def abs(self, args: Iterable[str]) -> list[str]:
         """Arguments naming a file beside the configuration, made absolute."""
@@ -57,11 +78,23 @@ class CommandCalls:
     def start(self, env: Mapping[str, str]) -> None:
         """Start every served command now, so its start-up overlaps the workers'."""
         for served in self.served.values():
-            served.start(env)
+            served.start(dict(os.environ) if self.shared else env)
 
     def close(self) -> None:
+        """Stop this trial's served commands; the run's go on for its other trials."""
+        if self.shared:
+            return
         for served in self.served.values():
             served.close()
+
+    def request(
+        self, served: Served, doc: dict[str, Any], env: Mapping[str, str], timeout_s: float
+    ) -> dict[str, Any]:
+        """One request; with scope = "run", naming the trial's directory and variables."""
+        if self.per_run:
+            doc["cwd"] = str(self.state_dir)
+            doc["env"] = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        return served.request(doc, dict(os.environ) if self.shared else env, timeout_s)
 
     def startups(self) -> dict[str, float]:
         """Seconds from each served command's start to its handshake, by timing key."""
@@ -80,8 +113,9 @@ class CommandCalls:
         (``{"queued": false}``: it holds that job already)."""
         served = self.served.get("enqueue")
         if served is not None:
-            reply = served.request(
-                {"op": "enqueue", "job": doc, "payload_file": str(self.payload_file(job_id))},
+            reply = self.request(
+                served,
+                {"op": "enqueue", "job": dict(doc), "payload_file": str(self.payload_file(job_id))},
                 env,
                 ENQUEUE_TIMEOUT_S,
             )
@@ -92,7 +126,7 @@ class CommandCalls:
     def status(self, job_id: str, env: Mapping[str, str]) -> JobStatus:
         served = self.served.get("status")
         if served is not None:
-            reply = served.request({"op": "status", "job_id": job_id}, env, STATUS_TIMEOUT_S)
+            reply = self.request(served, {"op": "status", "job_id": job_id}, env, STATUS_TIMEOUT_S)
             try:
                 return parse_status_line(_one_line(reply))
             except ValueError as exc:

@@ -18,6 +18,7 @@ upgraded_command = ["node", "worker.js", "--v2"]   # optional: the next release'
 cancel = ["node", "cancel.js", "{job_id}"]    # optional: cancels a job, exit 0 once recorded
 status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
 [target.serve]                        # optional: enqueue and status served, once per trial
+scope = "trial"                       # or "run": once per run, each request naming its trial
 enqueue = ["node", "commands.js", "--serve"]   # one JSON line in, one out, per job
 status = ["node", "commands.js", "--serve"]
 sensitive_fields = ["customer_email"]  # optional: body fields holding secrets or personal data
@@ -176,6 +177,8 @@ class CommandConfig:
     relay: tuple[str, ...] | None = None
     #: ``[target.serve]``: the commands run as one long-lived process per trial, by op.
     serve: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    #: ``[target.serve] scope``: "trial", or "run" (one process shared by every trial).
+    serve_scope: str = "trial"
 
     @property
     def has_status(self) -> bool:
@@ -313,6 +316,7 @@ class _Schema(
             poll_s=poll,
             relay=self.argv(target, "relay") if "relay" in target else None,
             serve=serve,
+            serve_scope=self.serve_scope(target.get("serve")),
             **self.field_faults(target),
             broker=self.broker(target.get("broker")),
         )

@@ -1,7 +1,7 @@
 """``[target.serve]``: the enqueue and status commands as long-lived processes, one per
-trial each, speaking one JSON line per call (:mod:`harness.targets.serve` has the
-protocol). Each key is optional; a served command stands in for its one-shot form, so
-``enqueue`` may then be left out of ``[target]``."""
+trial each (or one per run, ``scope = "run"``), speaking one JSON line per call
+(:mod:`harness.targets.serve` has the protocol). Each key is optional; a served command
+stands in for its one-shot form, so ``enqueue`` may then be left out of ``[target]``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import Any
 from harness.targets.config_reader import TableReader, shown
 
 SERVE_KEYS = ("enqueue", "status")
+#: How long a served process lives: a trial (the default), or the whole run.
+SCOPES = ("trial", "run")
 SERVE_EXAMPLE = '["python3", "commands.py", "--serve"]'
 
 
@@ -24,7 +26,7 @@ class ServeSchema(TableReader):
             raise self.fail(
                 "target.serve", f"must be a table, got {shown(table)}", "write [target.serve]"
             )
-        self.known(table, "target.serve.", SERVE_KEYS, label="[target.serve]")
+        self.known(table, "target.serve.", (*SERVE_KEYS, "scope"), label="[target.serve]")
         return {op: self._argv(table, op) for op in SERVE_KEYS if op in table}
 
     def _argv(self, table: Mapping[str, Any], op: str) -> tuple[str, ...]:
@@ -43,3 +45,20 @@ class ServeSchema(TableReader):
                 "read the job from each request line instead",
             )
         return tuple(value)
+
+    def serve_scope(self, table: object) -> str:
+        """``scope``: "trial" unless the table says "run" (checked after :meth:`serve`)."""
+        if not isinstance(table, dict) or "scope" not in table:
+            return "trial"
+        scope = table["scope"]
+        if scope not in SCOPES:
+            raise self.fail(
+                "target.serve.scope",
+                f'must be "trial" or "run", got {shown(scope)}',
+                'write scope = "run" for one process per run, or leave it out',
+            )
+        if not any(op in table for op in SERVE_KEYS):
+            raise self.fail(
+                "target.serve.scope", "is set, but nothing is served", "add enqueue or status"
+            )
+        return str(scope)

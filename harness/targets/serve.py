@@ -16,6 +16,14 @@ filter processes:
    SIGTERMs and then SIGKILLs its whole process group: nothing it started outlives the
    trial.
 
+With ``scope = "run"`` one process per op serves every trial of the run (a framework
+imported once, not once a trial): its handshake says ``"scope": "run"``, it starts in the
+configuration's directory, and each request carries the trial it is for, ``"cwd"`` (the
+trial's state directory) and ``"env"`` (the variables the one-shot command would have had
+beyond the harness's own): the process answers as if started there with them, and keeps
+nothing of a trial between requests (a trial's state directory is copied and restored
+under it). Requests from parallel trials take turns. It is stopped when the run ends.
+
 Anything else (no answer within the bound, output that is not one JSON object, a closed
 stdout, an ``error``) is a :class:`ConfigError` naming the command, what it did and the
 last lines of its stderr (kept in a file in the trial's directory, so a chatty server
@@ -61,8 +69,18 @@ class ServeError(ConfigError):
 class Served:
     """One served command: started on first use (or :meth:`start`), thread-safe."""
 
-    def __init__(self, op: str, argv: Sequence[str], *, cwd: Path, log: Path, where: str) -> None:
+    def __init__(
+        self,
+        op: str,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        log: Path,
+        where: str,
+        scope: str = "trial",
+    ) -> None:
         self.op = op
+        self.scope = scope
         self.argv = list(argv)
         self.cwd = cwd
         #: Its stderr, kept for the error messages and the trial's directory.
@@ -87,9 +105,9 @@ class Served:
         """Start the process without waiting for it: its imports overlap the trial's
         other start-up, and the first request waits for its handshake."""
         with self._lock:
-            self._spawn(env)
+            spawned = self._spawn(env)
             proc, started = self._proc, self._started_at
-        if proc is not None:
+        if spawned and proc is not None:
             watch = threading.Thread(target=self._watch_ready, args=(proc, started), daemon=True)
             watch.start()
 
@@ -128,9 +146,10 @@ class Served:
 
     # -- the wire --------------------------------------------------------------------
 
-    def _spawn(self, env: Mapping[str, str]) -> None:
+    def _spawn(self, env: Mapping[str, str]) -> bool:
+        """Start the process unless it runs; whether this call started it."""
         if self._proc is not None:
-            return
+            return False
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as err:
             try:
@@ -152,8 +171,12 @@ class Served:
         self._ready = False
         self._buf = b""
         # Said at once, so its answer comes when the server is ready, not when asked.
+        hello: dict[str, Any] = {"protocol": PROTOCOL, "version": VERSION, "op": self.op}
+        if self.scope != "trial":
+            hello["scope"] = self.scope
         with contextlib.suppress(ServeError):  # one that died says so at the first read
-            self._write({"protocol": PROTOCOL, "version": VERSION, "op": self.op})
+            self._write(hello)
+        return True
 
     def _handshake(self) -> None:
         reply = self._read(READY_TIMEOUT_S, "handshake")
@@ -249,3 +272,27 @@ class Served:
                     os.killpg(proc.pid, signal.SIGKILL)
             break
         proc.stdout.close()
+
+
+class ServedPool:
+    """The run's served commands of ``scope = "run"``: one process per op, which every
+    trial's requests share; started on first use, stopped by :meth:`close`."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self._served: dict[tuple[str, tuple[str, ...]], Served] = {}
+        self._lock = threading.Lock()
+
+    def get(self, op: str, argv: Sequence[str], *, cwd: Path, where: str) -> Served:
+        with self._lock:
+            key = (op, tuple(argv))
+            if key not in self._served:
+                log = self.log_dir / f"serve-{op}-{len(self._served) + 1}.log"
+                self._served[key] = Served(op, argv, cwd=cwd, log=log, where=where, scope="run")
+            return self._served[key]
+
+    def close(self) -> None:
+        with self._lock:
+            served = list(self._served.values())
+        for s in served:
+            s.close()

@@ -62,3 +62,37 @@ def test_a_served_command_that_breaks_the_protocol_is_the_cells_reason(
     reason = trials[0]["reason"]
     assert "target.serve.status command" in reason
     assert "answered the handshake with {}" in reason
+
+
+def test_commands_served_once_per_run_serve_every_trial_and_go_with_the_run(
+    scratch: Path, tmp_path: Path
+) -> None:
+    """``scope = "run"``: one enqueue and one status process for all the run's trials,
+    each request in its own trial's state (a restore under the live server included)."""
+    pyqueue = ROOT / "tests" / "process" / "workers" / "pyqueue"
+    starts = tmp_path / "starts"
+    # Each server start leaves its pid in `starts`, then becomes the bench's pyqueue server.
+    serve = f'["sh", "-c", "echo $$ >> {starts}; exec python3 {ROOT}/benchmarks/heavy/serve.py"]'
+    text = (pyqueue / "crashpoint.toml").read_text()
+    for name in ("worker.py", "enqueue.py", "status.py", "cancel.py"):
+        text = text.replace(f'"{name}"', f'"{pyqueue / name}"')
+    text = text.replace(
+        f'"{pyqueue / "worker.py"}"]', f'"{pyqueue / "worker.py"}", "--job-end"]', 1
+    )
+    text += f'\n[target.serve]\nscope = "run"\nenqueue = {serve}\nstatus = {serve}\n'
+    config = tmp_path / "crashpoint.toml"
+    config.write_text(text)
+    out = tmp_path / "out"
+    scenarios = ["crash_after_external_success", "duplicate_delivery", "state_store_restore"]
+    args = ["-c", str(config), *SMALL, "-j", "2", "--out", str(out)]
+    for scenario in scenarios:
+        args += ["--scenario", scenario]
+    done = run(args, scratch)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert leftovers(scratch) == []
+    trials = results(out)["trials"]
+    assert {t["scenario"] for t in trials} == set(scenarios)
+    for t in trials:
+        assert (t["verdict"], t["violations"]) == ("held", []), t["reason"]
+    # Three trials, and one enqueue server and one status server between them.
+    assert len(starts.read_text().split()) == 2

@@ -272,8 +272,8 @@ def test_without_job_states_nothing_lost_is_left_unjudged_and_said_so() -> None:
 
 
 def test_a_job_done_by_its_status_without_an_effect_is_lost() -> None:
-    from harness.targets.command import job_final
     from harness.targets.config import JobStatus
+    from harness.targets.status_line import job_final
 
     closed = job_final("j-1", JobStatus("done", attempts=1))
     assert run([], ledger=[closed]) == {"nothing_lost"}

@@ -23,6 +23,11 @@ def test_served_commands_are_read_by_op(tmp_path: Path) -> None:
     assert config.serve == {"enqueue": ("python3", "serve.py"), "status": ("python3", "serve.py")}
     assert config.has_status
     assert load_config(write(tmp_path, GOOD)).serve == {}
+    # Once per trial unless the table says once per run.
+    assert config.serve_scope == "trial"
+    per_run = SERVED.replace("[target.serve]\n", '[target.serve]\nscope = "run"\n')
+    text = GOOD.replace("[target.ledger]", per_run + "[target.ledger]")
+    assert load_config(write(tmp_path, text)).serve_scope == "run"
 
 
 def test_a_served_enqueue_and_status_stand_in_for_the_one_shot_keys(tmp_path: Path) -> None:
@@ -44,6 +49,8 @@ def test_a_served_enqueue_and_status_stand_in_for_the_one_shot_keys(tmp_path: Pa
         ('[target.serve]\nstatus = "python3 serve.py"\n', "must be a non-empty list of strings"),
         ("[target.serve]\nstatus = []\n", "must be a non-empty list of strings"),
         ('[target.serve]\nstatus = ["python3", "s.py", "{job_id}"]\n', "started once per trial"),
+        ('[target.serve]\nscope = "job"\nstatus = ["x"]\n', 'must be "trial" or "run"'),
+        ('[target.serve]\nscope = "run"\n', "nothing is served"),
     ],
 )
 def test_each_serve_mistake_is_one_line(tmp_path: Path, table: str, says: str) -> None:

@@ -3,6 +3,7 @@ framing, the handshake, each way it can go wrong, and the stop that leaves nothi
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -169,3 +170,55 @@ def test_what_the_server_started_goes_with_it(tmp_path: Path) -> None:
     # a zombie, which is dead all the same).
     gone, _ = psutil.wait_procs([psutil.Process(child)], timeout=5.0)
     assert gone or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
+#: A served status command that notes every line it is given, and its own pid.
+RECORDER = r"""
+import json, os, sys
+seen = open(sys.argv[1], "a")
+for line in sys.stdin:
+    req = json.loads(line)
+    seen.write(json.dumps({"pid": os.getpid(), **req}) + "\n"); seen.flush()
+    if "protocol" in req:
+        print(json.dumps({"protocol": "crashpoint-serve", "version": 1}), flush=True)
+    else:
+        print(json.dumps({"state": "done", "attempts": 1}), flush=True)
+"""
+
+
+def test_a_run_scoped_command_serves_every_trial_naming_each(tmp_path: Path) -> None:
+    from test_target_config import GOOD, write
+
+    from harness.targets.command_calls import CommandCalls
+    from harness.targets.config import load_config
+    from harness.targets.serve import ServedPool
+
+    (tmp_path / "recorder.py").write_text(RECORDER)
+    seen = tmp_path / "seen.jsonl"
+    table = f'[target.serve]\nscope = "run"\nstatus = ["python3", "recorder.py", "{seen}"]\n'
+    config = load_config(
+        write(tmp_path, GOOD.replace("[target.ledger]", table + "[target.ledger]"))
+    )
+    pool = ServedPool(tmp_path / "logs")
+    trials = [
+        CommandCalls(config, state_dir=tmp_path / t / "state", trial_dir=tmp_path / t, pool=pool)
+        for t in ("t1", "t2")
+    ]
+    try:
+        for n, calls in enumerate(trials, 1):
+            env = {**os.environ, "CRASHPOINT_STATE_DIR": str(calls.state_dir)}
+            assert calls.status(f"j-{n}", env).state == "done"
+            calls.close()  # the trial ends; the run's process serves the next one
+        pid = pool.get("status", trials[0].served["status"].argv, cwd=tmp_path, where="").pid
+        assert pid is not None
+    finally:
+        pool.close()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    lines = [json.loads(line) for line in seen.read_text().splitlines()]
+    hello, first, second = lines
+    assert {row["pid"] for row in lines} == {pid}  # one process for both trials
+    assert (hello["scope"], hello["op"]) == ("run", "status")
+    for row, trial in ((first, "t1"), (second, "t2")):
+        assert row["cwd"] == str(tmp_path / trial / "state")
+        # Only what the trial adds to the harness's own environment travels.
+        assert row["env"] == {"CRASHPOINT_STATE_DIR": str(tmp_path / trial / "state")}
