@@ -227,7 +227,7 @@ def bench(session: nox.Session) -> None:
     ``nox -s bench -- NAME ...`` runs other benchmarks instead (``python -m benchmarks``
     lists them); ``BENCH_RUNS=5`` repeats each matrix for medians; ``DETECTION_BUDGET``
     and ``DETECTION_MUTANTS`` bound the detection run (benchmarks/bench_detection.py);
-    ``HEAVY_RUNS`` (default 3) repeats the heavy target's matrices.
+    ``HEAVY_RUNS`` (default 3) repeats the heavy target's matrices; ``HEAVY_FORMS`` picks them.
     """
     default = ["speed", "heavy", "detection"]
     session.run("python", "-m", "benchmarks", *(session.posargs or default))
