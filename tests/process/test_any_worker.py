@@ -173,6 +173,31 @@ def test_a_worker_that_retries_five_times_holds_under_its_own_cap_of_six() -> No
     assert {v.invariant for v in check(events, borrowed)} == {"bounded_retries"}
 
 
+def test_a_worker_that_counts_claims_is_held_to_the_writes_the_provider_received(
+    scratch: Path, tmp_path: Path
+) -> None:
+    """A correct worker that retries through its queue and reports claims as attempts
+    keeps its cap of 3 writes; its counter says 4 at fail_past_cap (three refused writes,
+    then a claim that wrote nothing and dead-lettered the job). Judged by that counter, as
+    bounded_retries once was, the cell was violated ("j-0001 ran 4 attempts; the maximum
+    is 3"): a false alarm."""
+    out = tmp_path / "out"
+    scenarios = ["ambiguous_timeout", "reset_after_commit", "provider_error_before_commit"]
+    filters = [a for s in scenarios for a in ("--scenario", s)]
+    done = run_pyqueue(
+        "crashpoint-counts-claims.toml", scratch, out, *filters, "--provider", "billing", "--strict"
+    )
+    assert done.returncode == 0, "\n".join(explain(t) for t in trials(out)) + done.stderr
+    by_cell = {t["injection_point"]: t for t in trials(out)}
+    past_cap = by_cell["fail_past_cap"]
+    writes = [e for e in past_cap["events"] if e["kind"] == "arrival" and e["job"] == "j-0001"]
+    (state,) = [j for j in past_cap["facts"]["job_states"] if j["job_id"] == "j-0001"]
+    assert (len(writes), state["attempts"], state["delivery_state"]) == (3, 4, "dead_lettered")
+    # Where an outcome was unknown, the reconcile was a claim of its own too.
+    assert by_cell["toxic_timeout"]["verdict"] == "held"
+    assert max(j["attempts"] for j in by_cell["toxic_timeout"]["facts"]["job_states"]) >= 2
+
+
 def test_a_worker_that_declares_three_and_sends_five_is_caught(
     scratch: Path, tmp_path: Path
 ) -> None:

@@ -172,6 +172,42 @@ def update(conn: sqlite3.Connection, lease: Lease, lease_s: float, **changes: ob
     return conn.execute(sql, args).rowcount == 1
 
 
+def requeue(conn: sqlite3.Connection, lease: Lease, delay_s: float) -> bool:
+    """Give ``lease``'s job back to the queue, delivered again in ``delay_s``, while the
+    lease still owns it: the next claim, by any worker, takes it up (a claim more)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        given = conn.execute(
+            "UPDATE jobs SET state = 'queued', lease_until = 0 "
+            "WHERE job_id = ? AND owner = ? AND token = ? AND state = 'leased'",
+            (lease.job_id, lease.owner, lease.token),
+        ).rowcount
+        if given:
+            conn.execute(
+                "INSERT INTO deliveries (job_id, available_at) VALUES (?, ?)",
+                (lease.job_id, time.time() + delay_s),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return given == 1
+
+
+def claims(job_id: str) -> int:
+    """How often ``job_id`` was claimed: its fencing token, raised by every claim."""
+    if not path().exists():
+        return 0
+    conn = connect(create=False)
+    try:
+        row = conn.execute("SELECT token FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    except sqlite3.OperationalError:
+        row = None  # no table yet
+    finally:
+        conn.close()
+    return int(row["token"]) if row is not None else 0
+
+
 def status(job_id: str) -> dict[str, object]:
     """The job as crashpoint's status command reports it."""
     if not path().exists():

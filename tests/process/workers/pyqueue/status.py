@@ -1,6 +1,8 @@
-"""python3 status.py JOB_ID [--no-external-ref]: the job's state as one JSON line
-(crashpoint's status). ``--no-external-ref`` leaves out the provider's record id, as a
-worker that never kept it would."""
+"""python3 status.py JOB_ID [--no-external-ref] [--count-claims]: the job's state as one
+JSON line (crashpoint's status). ``--no-external-ref`` leaves out the provider's record
+id, as a worker that never kept it would; ``--count-claims`` reports as its attempts how
+often the job was claimed (each retry, takeover and reconcile of an unknown outcome),
+not how often it was sent, as many frameworks' attempt counters do."""
 
 from __future__ import annotations
 
@@ -13,4 +15,6 @@ if __name__ == "__main__":
     status = jobdb.status(sys.argv[1])
     if "--no-external-ref" in sys.argv[2:]:
         status.pop("external_ref", None)
+    if "--count-claims" in sys.argv[2:] and "attempts" in status:
+        status["attempts"] = jobdb.claims(sys.argv[1])
     print(json.dumps(status))

@@ -1,4 +1,5 @@
-"""python3 worker.py [--cap N] [--bug BUG] [--poll S] [--nap-after-jobs] [--release 2] [--job-end]
+"""python3 worker.py [--cap N] [--bug BUG] [--poll S] [--nap-after-jobs] [--release 2]
+       [--job-end] [--requeue]
 
 A small third-party job worker, as a user would write one: its own SQLite queue
 (jobdb.py) in ``$CRASHPOINT_STATE_DIR``, Python's standard library only, and two
@@ -21,6 +22,11 @@ A cancelled job (cancel.py) is looked for before each write, and ends dead, unse
 ``--release 2`` is the worker's next release: its keys and markers carry ``v2-``, and it
 looks an unknown write up under every release's key, newest first, since an earlier
 release may have sent it.
+
+With ``--requeue`` a failed or unknown write gives the job back to the queue, and its
+next claim (any worker's) reconciles or retries, as queue-driven frameworks retry: each
+retry is then a claim, which a claim-counting status line (``status.py --count-claims``)
+reports as an attempt.
 
 Bugs, for crashpoint to catch: ``--cap N`` sends up to N writes whatever the cap it was
 given; ``--bug done-on-reclaim`` closes a job taken over from an earlier owner as done
@@ -50,6 +56,8 @@ MAX_UNAVAILABLE = 50
 #: With --job-end, each job's end is announced on the failpoint socket, in these words.
 OUTCOMES = {"done": "done", "review": "needs_review", "dead": "dead_lettered"}
 JOB_END = "--job-end" in sys.argv[1:]
+#: With --requeue, a retry goes back through the queue: one claim per retry.
+REQUEUE = "--requeue" in sys.argv[1:]
 
 # -- the failpoint protocol (any language does the same in twenty lines) ------------------
 _FP = os.environ.get("CRASHPOINT_FAILPOINTS")
@@ -254,11 +262,18 @@ def run_job(conn, lease: jobdb.Lease, cap: int | None, bugs: set[str]) -> None:
             return
         if outcome == "unknown":
             log(f"{job}: outcome unknown ({detail}); reconcile before any retry")
+            if REQUEUE:
+                # Still unknown in the queue: its next claim reconciles first.
+                jobdb.requeue(conn, lease, backoff(1))
+                return
             unknown = True
             time.sleep(backoff(1))
         elif outcome == "failed":
             failures += 1
             owned(unknown=0)  # the provider said no before committing: nothing happened
+            if REQUEUE:
+                jobdb.requeue(conn, lease, backoff(sends))
+                return
             time.sleep(backoff(failures))
         else:
             return finish("dead", f"provider refused: {detail}")
@@ -285,6 +300,7 @@ def main() -> int:
     parser.add_argument("--poll", type=float, help="seconds between looks at the queue")
     parser.add_argument("--nap-after-jobs", action="store_true", help="sleep a poll after a job")
     parser.add_argument("--job-end", action="store_true", help="announce each job's end")
+    parser.add_argument("--requeue", action="store_true", help="retry through the queue")
     args = parser.parse_args()
     poll = args.poll if args.poll is not None else POLL_S
     told = os.environ.get("CRASHPOINT_MAX_ATTEMPTS")
