@@ -194,22 +194,9 @@ def requeue(conn: sqlite3.Connection, lease: Lease, delay_s: float) -> bool:
     return given == 1
 
 
-def claims(job_id: str) -> int:
-    """How often ``job_id`` was claimed: its fencing token, raised by every claim."""
-    if not path().exists():
-        return 0
-    conn = connect(create=False)
-    try:
-        row = conn.execute("SELECT token FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-    except sqlite3.OperationalError:
-        row = None  # no table yet
-    finally:
-        conn.close()
-    return int(row["token"]) if row is not None else 0
-
-
-def status(job_id: str) -> dict[str, object]:
-    """The job as crashpoint's status command reports it."""
+def status(job_id: str, *, count_claims: bool = False) -> dict[str, object]:
+    """The job as crashpoint's status command reports it; its attempts are the writes it
+    sent, or with ``count_claims`` how often it was claimed (its fencing token)."""
     if not path().exists():
         return {"state": "pending"}
     conn = connect(create=False)
@@ -222,7 +209,8 @@ def status(job_id: str) -> dict[str, object]:
     if row is None:
         return {"state": "pending"}
     state = {"done": "done", "dead": "dead_lettered", "review": "needs_review"}
-    out: dict[str, object] = {"state": state.get(row["state"], "pending"), "attempts": row["sends"]}
+    attempts = row["token"] if count_claims else row["sends"]
+    out: dict[str, object] = {"state": state.get(row["state"], "pending"), "attempts": attempts}
     if row["note"]:
         out["last_error" if row["state"] != "done" else "external_ref"] = row["note"]
     return out

@@ -12,9 +12,7 @@ import sys
 import jobdb
 
 if __name__ == "__main__":
-    status = jobdb.status(sys.argv[1])
+    status = jobdb.status(sys.argv[1], count_claims="--count-claims" in sys.argv[2:])
     if "--no-external-ref" in sys.argv[2:]:
         status.pop("external_ref", None)
-    if "--count-claims" in sys.argv[2:] and "attempts" in status:
-        status["attempts"] = jobdb.claims(sys.argv[1])
     print(json.dumps(status))
