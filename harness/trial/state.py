@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import secrets
 import shutil
 import tempfile
 import threading
@@ -96,9 +97,7 @@ class TrialState:
         # Short paths: the failpoint socket lives here and UNIX socket paths are short.
         base = config.workdir or Path(tempfile.gettempdir())
         base.mkdir(parents=True, exist_ok=True)
-        self.dir = Path(tempfile.mkdtemp(prefix="cp-", dir=base))
-        if watchdog is not None:
-            watchdog.watch_dir(self.dir)  # removed even if the harness is SIGKILLed
+        self.dir = _fresh_dir(base, watchdog)  # removed even if the harness is SIGKILLed
         self._make_target = make_target
         #: The run's warm providers; none when the trial's directory is kept, so each
         #: provider's log stays in it.
@@ -278,7 +277,11 @@ class TrialState:
             keep_copy(self.dir, self.kept_state)
         if not self.config.keep_dirs:
             shutil.rmtree(self.dir, ignore_errors=True)
-        if self.watchdog is not None:
+            if self.dir.exists():  # a file made while it went leaves it behind: once more
+                shutil.rmtree(self.dir, ignore_errors=True)
+        if self.watchdog is not None and (self.config.keep_dirs or not self.dir.exists()):
+            # Still there, it stays the watchdog's, which removes it when the run ends (a
+            # trial dir once outlived a run stopped by SIGTERM on a machine under stress).
             self.watchdog.forget_dir(self.dir)
         if self.network is not None:
             # The trial's proxies go with it (the run's server stays).
@@ -371,3 +374,19 @@ def sensitive_stand_in(field: str, job_id: str) -> str:
     if "mail" in field.lower():
         return f"{field.replace('_', '.')}.{job_id}@customer.example"
     return f"secret-{field}-{job_id}"
+
+
+def _fresh_dir(base: Path, watchdog: Watchdog | None) -> Path:
+    """A new directory under ``base``, given to the watchdog before it exists: a SIGTERM
+    raised in this thread between the two would otherwise leave one nobody removes (a
+    trial directory once outlived a run stopped so on a machine under stress)."""
+    while True:
+        path = base / f"cp-{secrets.token_hex(6)}"
+        if watchdog is not None:
+            watchdog.watch_dir(path)
+        try:
+            path.mkdir(mode=0o700)
+            return path
+        except FileExistsError:
+            if watchdog is not None:
+                watchdog.forget_dir(path)  # another's: never ours to remove
