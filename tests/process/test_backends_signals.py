@@ -58,7 +58,8 @@ def containment(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> 
 
 
 @pytest.fixture
-def backend(containment: str) -> Iterator[ProcessBackend]:
+def backend(containment: str, workdir: Path) -> Iterator[ProcessBackend]:
+    # The workdir outlives the backend: its trees write there until the backend closes.
     with ProcessBackend(history=History(), containment=containment) as b:
         yield b
 

@@ -51,7 +51,9 @@ def workdir() -> Iterator[Path]:
 
 
 @pytest.fixture
-def backend(client: Any) -> Iterator[DockerBackend]:
+def backend(client: Any, workdir: Path) -> Iterator[DockerBackend]:
+    # Asks for the workdir so that it outlives the containers: torn down first, it was
+    # removed while their processes still wrote ticks into it (Directory not empty).
     b = DockerBackend(client=client, history=History())
     yield b
     b.close()

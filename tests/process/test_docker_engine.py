@@ -48,7 +48,8 @@ def workdir() -> Iterator[Path]:
 
 
 @pytest.fixture
-def backend(client: Any) -> Iterator[DockerBackend]:
+def backend(client: Any, workdir: Path) -> Iterator[DockerBackend]:
+    # The workdir outlives the containers: their processes write there until they go.
     b = DockerBackend(client=client, history=History())
     yield b
     b.close()

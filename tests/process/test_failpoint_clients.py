@@ -169,7 +169,8 @@ def rendezvous(workdir: Path, history: History) -> Iterator[Rendezvous]:
 
 
 @pytest.fixture
-def backend() -> Iterator[ProcessBackend]:
+def backend(workdir: Path) -> Iterator[ProcessBackend]:
+    # The workdir outlives the workers: they write there until the backend stops them.
     with ProcessBackend() as b:
         yield b
 
