@@ -125,13 +125,13 @@ max_attempts = 6""",
 
 
 def dropping_queue(
-    tmp_path: Path, *, slow: bool = False, flag: str = "--drop-known", lease_s: float = 0.6
+    tmp_path: Path, *, slow_s: float = 0.0, flag: str = "--drop-known", lease_s: float = 0.6
 ) -> Path:
     """pyqueue behind an enqueue command that ignores a job it already holds (``flag``),
-    slower than half its lease when ``slow``."""
+    ``slow_s`` slower than it is."""
     enqueue = f'"python3", "{PYQUEUE / "enqueue.py"}", "{{job_id}}", "{{payload_file}}"'
-    if slow:
-        command = f'sleep {SLOW_ENQUEUE_S}; exec python3 {PYQUEUE / "enqueue.py"} \\"$@\\"'
+    if slow_s:
+        command = f'sleep {slow_s}; exec python3 {PYQUEUE / "enqueue.py"} \\"$@\\"'
         enqueue = f'"sh", "-c", "{command}", "sh", "{{job_id}}", "{{payload_file}}"'
     return target_toml(
         tmp_path / "crashpoint.toml",
@@ -152,7 +152,12 @@ def test_a_queue_that_drops_a_job_it_holds_says_the_cell_was_not_exercised(
     # slow enqueue command the first round's redelivery lands after its job ended (and
     # is dropped for that), so the cell is played again on fresh jobs. Nothing was
     # exercised, and the cell says so: not held at its boundary, yet no gap in the gate.
-    toml = dropping_queue(tmp_path, slow=slow)
+    # Slow: longer than half the lease (0.8 s), so the first round's redelivery lands
+    # after its job ended; the later rounds start it a quarter lease (0.4 s) after the
+    # first delivery's, inside that half lease with room for two commands that a machine
+    # under stress slows unevenly (at a 0.6 s lease the room was 0.15 s, and CI under
+    # stress-ng missed it in every round).
+    toml = dropping_queue(tmp_path, slow_s=1.0 if slow else 0.0, lease_s=1.6 if slow else 0.6)
     trial = the_cell(toml, scratch, tmp_path / "out")
     said = trial["exercised"]
     assert (trial["verdict"], trial["reached"]) == ("held", False), trial["reason"]
