@@ -38,6 +38,7 @@ from harness.probes import ProbeFailed, docker_version, postgres_dsn, postgres_v
 from harness.targets.base import TargetAdapter
 from harness.targets.serve import ServedPool
 from harness.trial import Trial, TrialConfig
+from harness.trial.state import fresh_dir
 from harness.trial_run import Driver, TrialResult, play, skipped_result
 from harness.watchdog import Watchdog
 
@@ -222,6 +223,8 @@ class RunInfra:
         if self.served is not None:
             self.served.close()
             shutil.rmtree(self.served.log_dir, ignore_errors=True)
+            if self.watchdog is not None:
+                self.watchdog.forget_dir(self.served.log_dir)
         if self.providers is not None:
             # Before the watchdog goes: no provider outlives the run.
             with contextlib.suppress(Exception):
@@ -266,7 +269,9 @@ class RunInfra:
         """The run's served processes (``[target.serve] scope = "run"``), made once."""
         with self._served_lock:
             if self.served is None:
-                self.served = ServedPool(Path(tempfile.mkdtemp(prefix="cp-serve-")))
+                # The watchdog's from the start: its logs go even if the harness is killed.
+                base = Path(tempfile.gettempdir())
+                self.served = ServedPool(fresh_dir(base, self.watchdog, prefix="cp-serve-"))
             return self.served
 
     def skipped(self, cells: Sequence[Cell]) -> dict[str, str]:

@@ -51,7 +51,8 @@ class CommandCalls:
         self.shared = pool is not None and self.per_run
         self.served: dict[str, Served] = {}
         for op, argv in config.serve.items():
-            if pool is not None and self.per_run:
+            if self.shared:
+                assert pool is not None
                 self.served[op] = pool.get(op, self.abs(argv), cwd=config.base_dir, where=where)
             else:
                 log = trial_dir / f"serve-{op}.log"
@@ -78,7 +79,7 @@ class CommandCalls:
     def start(self, env: Mapping[str, str]) -> None:
         """Start every served command now, so its start-up overlaps the workers'."""
         for served in self.served.values():
-            served.start(dict(os.environ) if self.shared else env)
+            served.start(self._spawn_env(env))
 
     def close(self) -> None:
         """Stop this trial's served commands; the run's go on for its other trials."""
@@ -94,7 +95,12 @@ class CommandCalls:
         if self.per_run:
             doc["cwd"] = str(self.state_dir)
             doc["env"] = {k: v for k, v in env.items() if os.environ.get(k) != v}
-        return served.request(doc, dict(os.environ) if self.shared else env, timeout_s)
+        return served.request(doc, self._spawn_env(env), timeout_s)
+
+    def _spawn_env(self, env: Mapping[str, str]) -> Mapping[str, str]:
+        """What a served process starts with: the run's own start with the harness's
+        environment, since each request brings its trial's."""
+        return os.environ if self.shared else env
 
     def startups(self) -> dict[str, float]:
         """Seconds from each served command's start to its handshake, by timing key."""

@@ -97,7 +97,7 @@ class TrialState:
         # Short paths: the failpoint socket lives here and UNIX socket paths are short.
         base = config.workdir or Path(tempfile.gettempdir())
         base.mkdir(parents=True, exist_ok=True)
-        self.dir = _fresh_dir(base, watchdog)  # removed even if the harness is SIGKILLed
+        self.dir = fresh_dir(base, watchdog)  # removed even if the harness is SIGKILLed
         self._make_target = make_target
         #: The run's warm providers; none when the trial's directory is kept, so each
         #: provider's log stays in it.
@@ -376,12 +376,12 @@ def sensitive_stand_in(field: str, job_id: str) -> str:
     return f"secret-{field}-{job_id}"
 
 
-def _fresh_dir(base: Path, watchdog: Watchdog | None) -> Path:
+def fresh_dir(base: Path, watchdog: Watchdog | None, *, prefix: str = "cp-") -> Path:
     """A new directory under ``base``, given to the watchdog before it exists: a SIGTERM
     raised in this thread between the two would otherwise leave one nobody removes (a
     trial directory once outlived a run stopped so on a machine under stress)."""
     while True:
-        path = base / f"cp-{secrets.token_hex(6)}"
+        path = base / f"{prefix}{secrets.token_hex(6)}"
         if watchdog is not None:
             watchdog.watch_dir(path)
         try:
