@@ -22,6 +22,7 @@ from harness.cli_options import (
     init_options,
     jobs_option,
     matrix_options,
+    maxfail_option,
     out_option,
     replay_options,
     target_options,
@@ -86,13 +87,14 @@ def main() -> None:
     type=click.IntRange(1, 1000),
     default=1,
     metavar="N",
-    help="Run the selection N times.",
+    help="Run the cells N times.",
 )
 @click.option(
     "--keep-state",
     is_flag=True,
     help="Keep the state of trials not held (OUT/state).",
 )
+@maxfail_option()
 @matrix_options
 def run(
     config_path: Path | None,
@@ -100,6 +102,7 @@ def run(
     mutant: str | None,
     repeat: int,
     keep_state: bool,
+    maxfail: int | None,
     **kw: Any,
 ) -> None:
     """Run the injection matrix on a worker; write a report.
@@ -118,6 +121,7 @@ def run(
             mutant=mutant,
             repeat=repeat,
             keep_state=keep_state,
+            maxfail=maxfail,
         )
     )
 

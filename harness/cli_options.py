@@ -103,6 +103,28 @@ def strict_default(ctx: click.Context, param: click.Parameter, value: bool | Non
     return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
+def _at_least_one(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise click.BadParameter(f"must be at least 1, got {value}")
+    return value
+
+
+def maxfail_option() -> Callable[[click.decorators.FC], click.decorators.FC]:
+    """``-x`` alone is ``--maxfail 1``, as in pytest. A plain int, checked by hand: a
+    range type would add a line to run's help, which fills one screen already."""
+    return click.option(
+        "-x",
+        "--maxfail",
+        type=int,
+        callback=_at_least_one,
+        is_flag=False,
+        flag_value=1,
+        default=None,
+        metavar="[N]",
+        help="Skip the rest once N trials fail (-x: 1).",
+    )
+
+
 def lease_option() -> Callable[[click.decorators.FC], click.decorators.FC]:
     return click.option(
         "--lease-ttl-s",

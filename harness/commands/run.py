@@ -18,6 +18,7 @@ from harness.commands.outputs import keep_run
 from harness.commands.target import ResolvedTarget, by_persona, resolve_target
 from harness.contract.vocabulary import ExitCode
 from harness.infra import RunInfra
+from harness.maxfail import StopAfterFailures
 from harness.results import exit_code
 from harness.shards import matrix_hash, stamp_matrix
 
@@ -30,6 +31,7 @@ def run_command(
     mutant: str | None,
     repeat: int = 1,
     keep_state: bool = False,
+    maxfail: int | None = None,
 ) -> int:
     resolved = resolve_target(config_path, target, mutant, discover_in=Path.cwd())
     console.print(resolved.headline(), markup=False, highlight=False, soft_wrap=True)
@@ -61,6 +63,7 @@ def run_command(
                 target=target_doc,
                 replay_prefix=replay,
                 label=f"run {i + 1}/{repeat}" if repeat > 1 else "run",
+                gate=StopAfterFailures(maxfail) if maxfail else None,
             )
             stamp_matrix(doc, digest)
             run_out = opts.out if repeat == 1 else opts.out / f"run-{i + 1:03d}"
