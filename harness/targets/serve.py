@@ -40,7 +40,6 @@ import os
 import select
 import selectors
 import shlex
-import signal
 import subprocess
 import threading
 import time
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.contract.errors import ConfigError
+from harness.group_stop import end_group
 from harness.targets.command_output import stderr_tail
 
 PROTOCOL = "crashpoint-serve"
@@ -254,23 +254,8 @@ class Served:
         self._ready = False
         if proc is None:
             return
-        assert proc.stdin is not None
         assert proc.stdout is not None
-        with contextlib.suppress(OSError):
-            proc.stdin.close()
-        for sig in (None, signal.SIGTERM, signal.SIGKILL):
-            if sig is not None:
-                with contextlib.suppress(OSError):
-                    os.killpg(proc.pid, sig)
-            try:
-                proc.wait(CLOSE_GRACE_S)
-            except subprocess.TimeoutExpired:
-                continue
-            if sig is None:
-                # It exited on its own; whatever it left behind in its group goes too.
-                with contextlib.suppress(OSError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-            break
+        end_group(proc, CLOSE_GRACE_S)
         proc.stdout.close()
 
 
