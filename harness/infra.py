@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import bytecode, faketime
 from harness.backends.base import Backend
+from harness.backends.zygote import Zygote, interpreter_of
 from harness.contract.errors import InfrastructureError, ToxiproxyUnavailable
 from harness.history import History
 from harness.ledger_server import LedgerServerWatch
@@ -123,6 +124,9 @@ class RunInfra:
         #: The target's served commands of scope "run", shared by its trials.
         self.served: ServedPool | None = None
         self._served_lock = threading.Lock()
+        #: The process the target's Python workers fork from (``[target.preload]``).
+        self.zygote: Zygote | None = None
+        self._zygote_lock = threading.Lock()
         self.versions: dict[str, str | None] = {}
         #: Undoes what the run set up in this process (the shared bytecode cache).
         self._stack = contextlib.ExitStack()
@@ -220,6 +224,12 @@ class RunInfra:
             self.toxiproxy_error = str(exc)
 
     def close(self) -> None:
+        if self.zygote is not None:
+            # Every trial's backend has stopped its workers by now; it kills what is left.
+            self.zygote.close()
+            shutil.rmtree(self.zygote.log.parent, ignore_errors=True)
+            if self.watchdog is not None:
+                self.watchdog.forget_dir(self.zygote.log.parent)
         if self.served is not None:
             self.served.close()
             shutil.rmtree(self.served.log_dir, ignore_errors=True)
@@ -249,7 +259,27 @@ class RunInfra:
             return backend
         from harness.backends.process import ProcessBackend
 
-        return ProcessBackend(history=history, watchdog=self.watchdog)
+        return ProcessBackend(history=history, watchdog=self.watchdog, zygote=self.preloader())
+
+    def preloader(self) -> Zygote | None:
+        """The run's zygote for the target's ``[target.preload]`` modules, made once (it
+        starts with the first worker it forks); None when nothing is preloaded."""
+        if self.command is None or not self.command.preload:
+            return None
+        with self._zygote_lock:
+            if self.zygote is None:
+                # The watchdog's from the start, as the served commands' logs are.
+                base = Path(tempfile.gettempdir())
+                log_dir = fresh_dir(base, self.watchdog, prefix="cp-zygote-")
+                self.zygote = Zygote(
+                    interpreter_of(self.command.command, self.command.base_dir),
+                    self.command.preload,
+                    cwd=self.command.base_dir,
+                    log=log_dir / "zygote.log",
+                    watchdog=self.watchdog,
+                    wanted_as=self.command.command[0],
+                )
+            return self.zygote
 
     def make_target(self, cell: Cell, trial_dir: Path) -> TargetAdapter:
         if self.command is not None:

@@ -32,7 +32,9 @@ from harness.backends.base import (
     signal_name,
 )
 from harness.backends.cgroup import Cgroup, CgroupTree, enter_argv, open_root, runnable, wanted
+from harness.backends.leader import Leader, PopenLeader
 from harness.backends.pgroup import GroupTree
+from harness.backends.zygote import Zygote, ZygoteUnavailable
 from harness.contract.env import CONTAINMENT
 from harness.contract.errors import InfrastructureError
 from harness.history import History
@@ -70,7 +72,7 @@ class ProcessHandle(ExitWatch):
     def __init__(
         self,
         name: str,
-        proc: subprocess.Popen[bytes],
+        leader: Leader,
         *,
         history: History | None,
         watchdog: Watchdog | None,
@@ -78,7 +80,7 @@ class ProcessHandle(ExitWatch):
         slot: Cgroup | None = None,
     ) -> None:
         self._name = name
-        self._proc = proc
+        self._leader = leader
         self._history = history
         self._watchdog = watchdog
         self.stdout_path, self.stderr_path = log_paths
@@ -89,7 +91,7 @@ class ProcessHandle(ExitWatch):
         self._reaped = False
         self._lock = threading.Lock()
         self._tree: Tree = (
-            CgroupTree(slot) if slot is not None else GroupTree(proc.pid, self._exited)
+            CgroupTree(slot) if slot is not None else GroupTree(leader.pid, self._exited)
         )
         self._waiter = threading.Thread(
             target=self._watch_exit, name=f"crashpoint-wait-{name}", daemon=True
@@ -102,7 +104,7 @@ class ProcessHandle(ExitWatch):
 
     @property
     def pid(self) -> int:
-        return self._proc.pid
+        return self._leader.pid
 
     @property
     def containment(self) -> str:
@@ -156,14 +158,9 @@ class ProcessHandle(ExitWatch):
                 self._tree.send(sig)
 
     def _watch_exit(self) -> None:
-        info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
-        self._exited_at = time.monotonic()
-        if info is None:  # only with WNOHANG; kept for the type checker
-            return
-        if info.si_code == os.CLD_EXITED:
-            self._returncode = info.si_status
-        else:
-            self._returncode = -info.si_status
+        ended = self._leader.wait_exit()
+        self._exited_at, self._returncode = ended.t, ended.returncode
+        extra: dict[str, Any] = {"note": ended.note} if ended.note else {}
         if self._history is not None:
             self._history.append(
                 f"worker:{self._name}",
@@ -173,6 +170,7 @@ class ProcessHandle(ExitWatch):
                 pid=self.pid,
                 returncode=self._returncode,
                 status=describe_exit(self._returncode),
+                **extra,
             )
         self._exited.set()
 
@@ -185,7 +183,7 @@ class ProcessHandle(ExitWatch):
             # Leftovers: a daemon the worker left behind dies with the trial. (The zombie
             # still pins the pgid for the fallback's killpg.)
             self._tree.send(signal.SIGKILL)
-            self._proc.wait()
+            self._leader.reap()
             self._reaped = True
             self._tree.release()
             self._tree.settle(_REAP_WAIT_S)
@@ -208,8 +206,11 @@ class ProcessBackend:
         history: History | None = None,
         watchdog: Watchdog | None = None,
         containment: str | None = None,
+        zygote: Zygote | None = None,
     ):
         self._history = history
+        #: The run's preloaded interpreter (``[target.preload]``); None: every start cold.
+        self._zygote = zygote
         self._watchdog = watchdog
         self._choice = wanted(containment or os.environ.get(CONTAINMENT))
         self._handles: list[ProcessHandle] = []
@@ -252,51 +253,76 @@ class ProcessBackend:
         log_dir: str | Path,
     ) -> ProcessHandle:
         cwd, logs = Path(cwd), Path(log_dir)
-        out_path, err_path = logs / f"{name}.stdout.log", logs / f"{name}.stderr.log"
+        paths = logs / f"{name}.stdout.log", logs / f"{name}.stderr.log"
         self._open()
-        slot = None
+        cold = self._zygote.cold_reason(argv, env, cwd) if self._zygote is not None else None
         run = list(argv)
-        if self._root is not None:
-            if not runnable(run, env, cwd):  # behind the shim, only "exit 127" would say so
-                missing = FileNotFoundError(f"{(run or [''])[0]!r} is not a program")
-                raise _not_started(name, argv, cwd, missing)
-            slot = self._root.child(f"{name}-{len(self._handles)}")
-            run = enter_argv(slot.procs_file, run, env)
+        if self._root is not None and not runnable(run, env, cwd):
+            # Behind the shim, only "exit 127" would say so.
+            missing = FileNotFoundError(f"{(run or [''])[0]!r} is not a program")
+            raise _not_started(name, argv, cwd, missing)
+        slot = self._root.child(f"{name}-{len(self._handles)}") if self._root is not None else None
         try:
-            with open(out_path, "ab") as out, open(err_path, "ab") as err:
-                proc = subprocess.Popen(
-                    run,
-                    env=dict(env),
-                    cwd=cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    start_new_session=True,
-                )
+            leader, cold = self._spawn(run, env=env, cwd=cwd, logs=paths, slot=slot, cold=cold)
         except OSError as exc:
             if slot is not None:
                 slot.remove()
             raise _not_started(name, argv, cwd, exc) from exc
         if self._watchdog is not None:
-            self._watchdog.watch_group(proc.pid)
+            self._watchdog.watch_group(leader.pid)
         handle = ProcessHandle(
             name,
-            proc,
+            leader,
             history=self._history,
             watchdog=self._watchdog,
-            log_paths=(out_path, err_path),
+            log_paths=paths,
             slot=slot,
         )
         self._handles.append(handle)
-        self._record_start(handle, argv)
+        self._record_start(handle, argv, cold)
         return handle
 
-    def _record_start(self, handle: ProcessHandle, argv: Sequence[str]) -> None:
+    def _spawn(
+        self,
+        argv: list[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        logs: tuple[Path, Path],
+        slot: Cgroup | None,
+        cold: str | None,
+    ) -> tuple[Leader, str | None]:
+        """The worker's leader, forked from the run's zygote where it can stand in for a
+        start, else started; and why it started cold (None: it was forked)."""
+        if self._zygote is not None and cold is None:
+            procs = slot.procs_file if slot is not None else None
+            try:
+                return self._zygote.spawn(argv, env=env, cwd=cwd, logs=logs, procs=procs), None
+            except ZygoteUnavailable as exc:
+                cold = str(exc)
+        run = enter_argv(slot.procs_file, argv, env) if slot is not None else argv
+        with open(logs[0], "ab") as out, open(logs[1], "ab") as err:
+            proc = subprocess.Popen(
+                run,
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+        return PopenLeader(proc), cold
+
+    def _record_start(self, handle: ProcessHandle, argv: Sequence[str], cold: str | None) -> None:
         if self._history is None:
             return
         extra: dict[str, Any] = {}
         if self.fallback_reason:
             extra["containment_note"] = self.fallback_reason
+        if self._zygote is not None:
+            # Preloading declared: each start says whether it was a fork, and if not, why.
+            extra["start"] = "cold" if cold is not None else "preloaded"
+            extra |= {"cold_reason": cold} if cold is not None else {}
         self._history.append(
             f"worker:{handle.name}",
             "worker_start",

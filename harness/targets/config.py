@@ -21,6 +21,8 @@ status = ["node", "status.js", "{job_id}"]   # optional: one JSON line per job
 scope = "trial"                       # or "run": once per run, each request naming its trial
 enqueue = ["node", "commands.js", "--serve"]   # one JSON line in, one out, per job
 status = ["node", "commands.js", "--serve"]
+[target.preload]                      # optional: a Python worker's heavy imports, made
+modules = ["mcp", "httpx"]            # once per run; workers fork from that process
 sensitive_fields = ["customer_email"]  # optional: body fields holding secrets or personal data
 [target.ledger]                       # optional
 dsn = "sqlite:///state/ledger.db"
@@ -84,6 +86,7 @@ from harness.targets.config_docker import Mount as Mount
 from harness.targets.config_faults import BACKOFF_RANGE_S as BACKOFF_RANGE_S
 from harness.targets.config_faults import FieldFaultSchema
 from harness.targets.config_job import JobSchema
+from harness.targets.config_preload import PreloadSchema
 from harness.targets.config_providers import KIND_NAMES as KIND_NAMES
 from harness.targets.config_providers import ProviderDecl as ProviderDecl
 from harness.targets.config_providers import ProviderSchema
@@ -125,6 +128,7 @@ TARGET_KEYS = (
     "broker",
     "relay",
     "serve",
+    "preload",
 )
 LEDGER_KEYS = ("dsn",)
 #: The only names a template may use; the harness fills them per job.
@@ -179,6 +183,9 @@ class CommandConfig:
     serve: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     #: ``[target.serve] scope``: "trial", or "run" (one process shared by every trial).
     serve_scope: str = "trial"
+    #: ``[target.preload] modules``: imported once per run by the process workers fork
+    #: from (:mod:`harness.backends.zygote`); empty: every worker starts cold.
+    preload: tuple[str, ...] = ()
 
     @property
     def has_status(self) -> bool:
@@ -268,6 +275,7 @@ class _Schema(
     FieldFaultSchema,
     BrokerSchema,
     ServeSchema,
+    PreloadSchema,
 ):
     """Checks one whole document: ``[target]`` here, its parts in the mixins."""
 
@@ -317,6 +325,7 @@ class _Schema(
             relay=self.argv(target, "relay") if "relay" in target else None,
             serve=serve,
             serve_scope=self.serve_scope(target.get("serve")),
+            preload=self.preload(target.get("preload")),
             **self.field_faults(target),
             broker=self.broker(target.get("broker")),
         )
