@@ -75,10 +75,14 @@ def cold_reason(
         return "argv ends at -m"
     if argv[1] != "-m" and argv[1].startswith("-"):
         return f"interpreter option {argv[1]!r} (a fork takes none)"
-    for key in sorted(set(env) | set(zygote_env)):
-        if key.startswith(INTERPRETER_VARS) and env.get(key) != zygote_env.get(key):
-            return f"{key} differs from the zygote's"
-    return None
+    differ = [
+        key
+        for key in sorted(set(env) | set(zygote_env))
+        if key.startswith(INTERPRETER_VARS) and env.get(key) != zygote_env.get(key)
+    ]
+    if len(differ) == 1:
+        return f"{differ[0]} differs from the zygote's"
+    return f"{', '.join(differ)} differ from the zygote's" if differ else None
 
 
 def _resolve(program: str, env: Mapping[str, str], cwd: Path) -> str | None:
@@ -175,6 +179,7 @@ class Zygote:
         self._children: dict[int, ZygoteChild] = {}
         self._next_id = 0
         self._closing = False
+        self._reader: threading.Thread | None = None
         #: Seconds from its start to ready (None until then), for the run's timings.
         self.ready_s: float | None = None
 
@@ -230,6 +235,8 @@ class Zygote:
         if proc is None:
             return
         end_group(proc, CLOSE_GRACE_S)
+        if self._reader is not None:
+            self._reader.join()  # it closes the zygote's stdout once it has read it all
         if self._watchdog is not None:
             self._watchdog.forget_group(proc.pid)
 
@@ -268,10 +275,10 @@ class Zygote:
             self.broken = f"the zygote of {' '.join(self.modules)} failed: {why}"
             raise ZygoteUnavailable(self.broken)
         self.ready_s = time.monotonic() - started
-        reader = threading.Thread(
+        self._reader = threading.Thread(
             target=self._read_forever, args=(proc,), name="crashpoint-zygote", daemon=True
         )
-        reader.start()
+        self._reader.start()
 
     def _first_line(self, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
         assert proc.stdout is not None
@@ -291,6 +298,10 @@ class Zygote:
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        for pipe in (proc.stdin, proc.stdout) if self._reader is None else (proc.stdin,):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
         if self._watchdog is not None:
             self._watchdog.forget_group(proc.pid)
 
@@ -344,6 +355,11 @@ class Zygote:
     def _gone(self, proc: subprocess.Popen[bytes]) -> None:
         """EOF from the zygote: closed by :meth:`close`, or it died."""
         code = proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+        with self._write_lock, contextlib.suppress(OSError):
+            assert proc.stdin is not None
+            proc.stdin.close()
         with self._cond:
             if self._proc is proc:
                 self._proc = None

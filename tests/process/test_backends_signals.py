@@ -17,6 +17,7 @@ import pytest
 
 from harness.backends.cgroup import CGROUP2, PROCESS_GROUP
 from harness.backends.process import ProcessBackend, ProcessHandle
+from harness.backends.zygote import Zygote
 from harness.contract.errors import InfrastructureError
 from harness.history import History
 from harness.pytest_plugin import missing
@@ -57,11 +58,22 @@ def containment(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> 
     return choice
 
 
-@pytest.fixture
-def backend(containment: str, workdir: Path) -> Iterator[ProcessBackend]:
+@pytest.fixture(params=["cold", "preloaded"])
+def backend(
+    containment: str, workdir: Path, request: pytest.FixtureRequest
+) -> Iterator[ProcessBackend]:
+    """Workers started, or forked from a zygote of this interpreter ([target.preload])."""
+    zygote = None
+    if request.param == "preloaded":
+        log = workdir / "zygote" / "zygote.log"
+        zygote = Zygote(sys.executable, ["json"], cwd=workdir, log=log, watchdog=None)
     # The workdir outlives the backend: its trees write there until the backend closes.
-    with ProcessBackend(history=History(), containment=containment) as b:
-        yield b
+    try:
+        with ProcessBackend(history=History(), containment=containment, zygote=zygote) as b:
+            yield b
+    finally:
+        if zygote is not None:
+            zygote.close()
 
 
 def _start_tree(
@@ -74,7 +86,11 @@ def _start_tree(
         f"subprocess.Popen([sys.executable, 'tree.py', {'detach' if detach else 'keep'!r}])\n"
         "time.sleep(60)\n"
     )
-    handle = backend.start("w", [sys.executable, "-c", outer], env=dict(os.environ), cwd=workdir)
+    (workdir / "outer.py").write_text(outer)
+    handle = backend.start("w", [sys.executable, "outer.py"], env=dict(os.environ), cwd=workdir)
+    if backend._history is not None:
+        starts = [e.fields.get("start") for e in backend._history if e.kind == "worker_start"]
+        assert starts == ["preloaded" if backend._zygote is not None else None]
     deadline = time.monotonic() + 10
     while not (workdir / "tree.json").exists():
         assert time.monotonic() < deadline, "the worker tree never came up"

@@ -86,6 +86,11 @@ def test_a_script_or_a_module_of_the_same_interpreter_is_forked() -> None:
         ([PY, "w.py"], {"PYTHONHASHSEED": "0"}, "PYTHONHASHSEED differs"),
         # A clock cell: libfaketime is loaded when the interpreter starts, not at a fork.
         ([PY, "w.py"], {"LD_PRELOAD": "/usr/lib/faketime.so"}, "LD_PRELOAD differs"),
+        (
+            [PY, "w.py"],
+            {"LD_PRELOAD": "/f.so", "FAKETIME_NO_CACHE": "1"},
+            "FAKETIME_NO_CACHE, LD_PRELOAD differ from the zygote's",
+        ),
         ([PY, "w.py"], {"FAKETIME_TIMESTAMP_FILE": "/tmp/t"}, "FAKETIME_TIMESTAMP_FILE"),
     ],
 )
