@@ -27,11 +27,31 @@ _WITH_DEFAULT_SIGINT = (
 )
 
 
-def start_run(tmp_path: Path, marked: Marked) -> subprocess.Popen[str]:
+PYQUEUE = Path(__file__).parent / "workers" / "pyqueue"
+#: What names a busy run's worker in its argv: the reference worker's module, or, for
+#: workers forked from the run's zygote ([target.preload]), the zygote's own script (a
+#: fork keeps its parent's argv), seen twice: the zygote and a worker.
+BUSY = {"reference": ("scenarios.worker", 1), "preloaded": ("zygote_server.py", 2)}
+
+
+def preloaded_config(tmp_path: Path) -> Path:
+    """The pyqueue worker with ``[target.preload]``: its workers fork from a zygote."""
+    text = (PYQUEUE / "crashpoint.toml").read_text()
+    for name in ("worker.py", "enqueue.py", "status.py", "cancel.py"):
+        text = text.replace(f'"{name}"', f'"{PYQUEUE / name}"')
+    preload = '[target.preload]\nmodules = ["sqlite3"]\n\n[[providers]]'
+    path = tmp_path / "crashpoint.toml"
+    path.write_text(text.replace("[[providers]]", preload, 1))
+    return path
+
+
+def start_run(tmp_path: Path, marked: Marked, target: str = "reference") -> subprocess.Popen[str]:
     # A run that outlives its Ctrl-C is sent SIGABRT, and faulthandler prints where each of
     # its threads was waiting: the one thing a failure here has to say.
     env = marked.env(PYTHONFAULTHANDLER="1")
     args = ["run", "--scenario", "lease_expiry_slow_worker"]
+    if target == "preloaded":
+        args += ["-c", str(preloaded_config(tmp_path))]
     args += ["--scenario", "crash_before_external_call", "-j", "2", "--out", str(tmp_path / "o")]
     # A long lease keeps every trial waiting for it to run out (10 s or more each), so the
     # run is still busy when the signal comes: at the reference's own lease these twelve
@@ -47,12 +67,15 @@ def start_run(tmp_path: Path, marked: Marked) -> subprocess.Popen[str]:
     )
 
 
-def descendants_when_busy(proc: subprocess.Popen[str], tmp: Path) -> list[psutil.Process]:
+def descendants_when_busy(
+    proc: subprocess.Popen[str], tmp: Path, target: str = "reference"
+) -> list[psutil.Process]:
     """Wait until trials are running (trial dirs exist), then list the harness's tree."""
+    word, count = BUSY[target]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         kids = psutil.Process(proc.pid).children(recursive=True)
-        if any(tmp.iterdir()) and any("scenarios.worker" in _cmdline(k) for k in kids):
+        if any(tmp.iterdir()) and sum(word in _cmdline(k) for k in kids) >= count:
             return kids
         time.sleep(0.05)
     pytest.fail("the run never got busy")
@@ -110,15 +133,21 @@ def gone_within(
     return alive, left
 
 
-def test_ctrl_c_stops_the_run_and_cleans_up(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("target", "sig", "code"),
+    [("reference", signal.SIGINT, 130), ("preloaded", signal.SIGTERM, 143)],
+)
+def test_ctrl_c_or_sigterm_stops_the_run_and_cleans_up(
+    tmp_path: Path, target: str, sig: signal.Signals, code: int
+) -> None:
     marked = Marked(tmp_path)
-    proc = start_run(tmp_path, marked)
+    proc = start_run(tmp_path, marked, target)
     try:
-        kids = descendants_when_busy(proc, marked.tmp)
+        kids = descendants_when_busy(proc, marked.tmp, target)
         marked.sample()
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         err = _stderr_within(proc, 30)
-        assert proc.returncode == 130, err
+        assert proc.returncode == code, err
         assert "interrupted" in err
         assert gone_within(kids, marked.tmp, 10) == ([], [])
         assert marked.seen_ports, "the run's providers were listening"
@@ -128,11 +157,12 @@ def test_ctrl_c_stops_the_run_and_cleans_up(tmp_path: Path) -> None:
         _close(proc)
 
 
-def test_sigkill_of_the_harness_is_cleaned_up_by_the_watchdog(tmp_path: Path) -> None:
+@pytest.mark.parametrize("target", ["reference", "preloaded"])
+def test_sigkill_of_the_harness_is_cleaned_up_by_the_watchdog(tmp_path: Path, target: str) -> None:
     marked = Marked(tmp_path)
-    proc = start_run(tmp_path, marked)
+    proc = start_run(tmp_path, marked, target)
     try:
-        kids = descendants_when_busy(proc, marked.tmp)
+        kids = descendants_when_busy(proc, marked.tmp, target)
         marked.sample()
         proc.kill()
         proc.communicate(timeout=10)
