@@ -16,6 +16,7 @@ turns a ``Seen`` into lines without any I/O, so every message is unit-tested.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from harness.backends.zygote import cold_reason, interpreter_of
 from harness.commands.check_findings import judge, wire
 from harness.commands.check_lines import FAIL, GLYPHS, OK, WARN, Line
 from harness.commands.check_watch import watch
@@ -85,7 +87,32 @@ def static_lines(config: CommandConfig) -> list[Line]:
         lines.append(Line(OK, f"configuration is valid: providers {names}"))
         declared = declared_note(config)
         lines += [Line(OK, declared)] if declared is not None else []
+        lines += _preload_lines(config)
     return lines
+
+
+def _preload_lines(config: CommandConfig) -> list[Line]:
+    """What ``[target.preload]`` will do for ``command`` (nothing, when a fork cannot
+    stand in for its start)."""
+    if not config.preload:
+        return []
+    said = f"target.preload: {', '.join(config.preload)} imported once per run"
+    interpreter = interpreter_of(config.command, config.base_dir)
+    why = (
+        f"{config.command[0]!r} is not on PATH"
+        if interpreter is None
+        else cold_reason(
+            [interpreter, *config.command[1:]],
+            os.environ,
+            cwd=config.base_dir,
+            interpreter=interpreter,
+            zygote_env=os.environ,
+        )
+    )
+    if why is None:
+        return [Line(OK, f"{said}; each worker is forked from it")]
+    fix = 'write command = ["python3", "worker.py"], or remove [target.preload]'
+    return [Line(WARN, f"{said}, but every worker starts cold: {why}", fix)]
 
 
 def report_lines(console: Console, lines: Sequence[Line], config: CommandConfig) -> int:

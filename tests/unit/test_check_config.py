@@ -196,3 +196,19 @@ def test_the_upgraded_and_cancel_commands_are_named_and_their_programs_looked_fo
     missing = static_lines(replace(cfg, cancel=("no-such-canceller", "{job_id}")))
     assert marks(missing) == [FAIL]
     assert "target.cancel: no program 'no-such-canceller'" in missing[0].text
+
+
+def test_preloading_says_whether_the_workers_will_be_forked(tmp_path: Path) -> None:
+    forked = static_lines(config(tmp_path, preload=("json",)))
+    assert (forked[-1].mark, forked[-1].text) == (
+        OK,
+        "target.preload: json imported once per run; each worker is forked from it",
+    )
+    for command, why in [
+        (("python3", "-u", "worker.py"), "interpreter option '-u'"),
+        (("python3", "-c", "print(1)"), "interpreter option '-c'"),
+    ]:
+        cold = static_lines(config(tmp_path, preload=("json",), command=command))[-1]
+        assert cold.mark == WARN
+        assert "but every worker starts cold" in cold.text
+        assert why in cold.text
