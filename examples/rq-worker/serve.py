@@ -12,16 +12,14 @@ serve is answered ``{"error": "why"}``; logs go to stderr. It exits when stdin c
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 from redis import Redis
 from rqbilling.delivery import deliver, queue
 from rqbilling.record import Record, status
+from rqbilling.serve_loop import serve
 from rqbilling.settings import Settings
-
-PROTOCOL = {"protocol": "crashpoint-serve", "version": 1}
 
 
 def enqueue(s: Settings, redis: Redis, doc: Any) -> dict[str, Any]:
@@ -37,31 +35,19 @@ def enqueue(s: Settings, redis: Redis, doc: Any) -> dict[str, Any]:
     return {"ok": True}
 
 
-def answer(s: Settings, redis: Redis, request: dict[str, Any]) -> dict[str, Any]:
-    op = request.get("op")
-    if op == "enqueue":
-        return enqueue(s, redis, request.get("job"))
-    if op == "status":
-        return status(s.db_path, str(request.get("job_id")))
-    return {"error": f"unknown op {op!r}"}
-
-
 def main() -> int:
     s = Settings.from_env()
     redis = Redis.from_url(s.redis_url)
-    handshake = sys.stdin.readline()
-    if not handshake:
-        return 0
-    print(json.dumps(PROTOCOL), flush=True)
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            reply = answer(s, redis, json.loads(line))
-        except Exception as exc:  # one bad request must not end the trial's server
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
-        print(json.dumps(reply), flush=True)
-    return 0
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        if op == "enqueue":
+            return enqueue(s, redis, request.get("job"))
+        if op == "status":
+            return status(s.db_path, str(request.get("job_id")))
+        return {"error": f"unknown op {op!r}"}
+
+    return serve(answer)
 
 
 if __name__ == "__main__":

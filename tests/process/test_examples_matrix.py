@@ -337,7 +337,7 @@ def test_a_tool_that_claims_idempotence_it_lacks_is_a_warning(
     require(request.config, MCP)
     here = ROOT / "examples" / MCP.name
     text = (here / "crashpoint-buggy-retry-without-lookup.toml").read_text()
-    for name in ("worker.py", "enqueue.py", "status.py"):
+    for name in ("worker.py", "enqueue.py", "status.py", "serve.py"):
         text = text.replace(f'"{name}"', f'"{here / name}"')
     chat = 'name = "chat"\nkind = "plain"\ntransport = "mcp"\n'
     text = text.replace(chat, chat + "tool_hints = { idempotentHint = true }\n")

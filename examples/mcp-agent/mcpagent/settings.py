@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,8 +39,11 @@ class Settings:
     bugs: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
-    def from_env(cls, bugs: frozenset[str] = frozenset()) -> Settings:
-        env = os.environ
+    def from_env(
+        cls, bugs: frozenset[str] = frozenset(), env: Mapping[str, str] | None = None
+    ) -> Settings:
+        """From the process's environment, or ``env`` (serve.py: a trial's)."""
+        env = os.environ if env is None else env
         return cls(
             state_dir=Path(env.get("CRASHPOINT_STATE_DIR") or os.getcwd()).resolve(),
             worker_id=env.get("CRASHPOINT_WORKER_ID") or f"agent-{os.getpid()}",
