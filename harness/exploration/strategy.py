@@ -34,6 +34,7 @@ _HITS = (1, 1, 1, 2, 3)
 _FIRST_HIT = st.just(1)
 #: Provider faults armed when a write's answer is lost: its reconcile's lookup is the next
 #: request, so a failing lookup first and most often; then the retry's write.
+_PROVIDER_FAULTS = ("fail_before_commit", "fail_lookup", "delay_response")
 _AFTER_LOST_RESPONSE = ("fail_lookup", "fail_lookup", "fail_before_commit", "delay_response")
 #: Provider faults armed at once: a failing write most often (see the kinds below).
 _AT_START = st.sampled_from(
@@ -72,15 +73,17 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
     hits = st.sampled_from(_HITS)
     twice = st.integers(1, 2)
     pause_s = st.sampled_from((round(lease * 3, 3), round(lease * 1.5, 3)))
-    provider_faults = st.sampled_from(("fail_before_commit", "fail_lookup", "delay_response"))
+    provider_faults = st.sampled_from(_PROVIDER_FAULTS)
 
     def provider_fault(
         at: st.SearchStrategy[str],
         faults: st.SearchStrategy[str] = provider_faults,
         hit: st.SearchStrategy[int] = _FIRST_HIT,
     ) -> st.SearchStrategy[FaultStep]:
-        return faults.flatmap(
-            lambda fault: st.builds(
+        # One strategy per fault, built once: a flatmap that built them at every draw
+        # spent most of a search's time constructing strategies, not drawing from them.
+        by_fault = {
+            fault: st.builds(
                 FaultStep,
                 at=at,
                 action=st.just("provider_fault"),
@@ -89,7 +92,9 @@ def fault_steps(space: Space, provider: str) -> st.SearchStrategy[FaultStep]:
                 times=failure_counts(space, fault),
                 delay_s=st.just(round(timeout * 2, 3)),
             )
-        )
+            for fault in _PROVIDER_FAULTS
+        }
+        return faults.flatmap(by_fault.__getitem__)
 
     # (weight, kind): kills and stops at failpoints, provider faults and lost responses
     # are where most protocol bugs show.
@@ -225,4 +230,5 @@ def schedules(space: Space) -> st.SearchStrategy[Schedule]:
             mutant=st.just(space.mutant),
         ).map(lambda s: per_job(s, space.max_attempts))
 
-    return st.sampled_from(space.providers).flatmap(for_provider)
+    by_provider = {provider: for_provider(provider) for provider in space.providers}
+    return st.sampled_from(space.providers).flatmap(by_provider.__getitem__)
