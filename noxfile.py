@@ -224,10 +224,11 @@ def bench(session: nox.Session) -> None:
     one-shot and served) and trials to first detection per mutant (matrix, explore,
     random): writes bench.json and prints the tables (about 45 minutes).
 
-    ``nox -s bench -- NAME ...`` runs other benchmarks instead (``python -m benchmarks``
-    lists them); ``BENCH_RUNS=5`` repeats each matrix for medians; ``DETECTION_BUDGET``
-    and ``DETECTION_MUTANTS`` bound the detection run (benchmarks/bench_detection.py);
-    ``HEAVY_RUNS`` (default 3) repeats the heavy target's matrices; ``HEAVY_FORMS`` picks them.
+    ``nox -s bench -- NAME ...`` runs other benchmarks instead (``python -m benchmarks
+    --help`` lists them and what each measures); ``BENCH_RUNS=5`` repeats each matrix for
+    medians; ``DETECTION_BUDGET`` and ``DETECTION_MUTANTS`` bound the detection run
+    (benchmarks/bench_detection.py); ``HEAVY_RUNS`` (default 3) repeats the heavy target's
+    matrices; ``HEAVY_FORMS`` picks them.
     """
     default = ["speed", "heavy", "detection"]
     session.run("python", "-m", "benchmarks", *(session.posargs or default))
