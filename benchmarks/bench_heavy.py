@@ -99,6 +99,9 @@ def run_matrix(path: Path, out: Path, seed: int, *, preload: bool) -> dict[str, 
         "held": verdicts.count("held"),
         "inconclusive": verdicts.count("inconclusive"),
         "for_time": timed_out,
+        "inconclusive_reasons": {
+            t["id"]: t.get("reason") for t in trials if t["verdict"] == "inconclusive"
+        },
         # A preloaded form whose workers started cold would measure nothing new: say so.
         "preloaded_starts": sum(e["fields"].get("start") == "preloaded" for e in starts),
         "worker_starts": len(starts),
