@@ -67,6 +67,9 @@ BACKEND_LABEL = "crashpoint.backend"
 _DIRS = ("sbin", "tmp", "proc", "sys", "dev", "root", "etc", "usr", "run", "var/tmp")
 _LINKS = {"bin": "usr/bin", "lib": "usr/lib", "lib64": "usr/lib64"}
 IMAGE_REPO = "crashpoint-worker"
+#: A ``[target.preload]`` target's ``cold_reason`` here: a container's process is the
+#: engine's to start, so none can be forked from the run's zygote.
+COLD_IN_CONTAINER = "the docker backend starts every worker in a container of its own"
 #: The tag changes whenever the root's layout does, so a stale image is never reused.
 IMAGE_TAG = hashlib.sha256(repr((_DIRS, sorted(_LINKS.items()))).encode()).hexdigest()[:12]
 
@@ -138,8 +141,12 @@ class DockerBackend:
         extra_binds: Mapping[str, str] | None = None,
         client: Any = None,
         image: UserImage | None = None,
+        preloading: bool = False,
     ) -> None:
         self._history = history
+        #: The target declares ``[target.preload]``, which no container can honour: each
+        #: ``worker_start`` says it started cold and why, as a process backend's would.
+        self._preloading = preloading
         self._watchdog = watchdog
         self.run_id = run_id or (watchdog.run_id if watchdog else uuid.uuid4().hex[:12])
         #: This backend's own id: in container names and labels, apart from its run's.
@@ -157,8 +164,9 @@ class DockerBackend:
         """Makes the run's backends: in the target's own image when it declares
         ``[target.docker]`` (checked or built here, once, before any trial), else in
         crashpoint's image."""
+        preloading = command is not None and bool(command.preload)
         if command is None or command.docker is None:
-            return cls
+            return functools.partial(cls, preloading=True) if preloading else cls
         from harness.backends.images import prepare
 
         client = connect()
@@ -166,7 +174,7 @@ class DockerBackend:
             image = prepare(command, client)
         finally:
             client.close()
-        return functools.partial(cls, image=image)
+        return functools.partial(cls, image=image, preloading=preloading)
 
     @property
     def client(self) -> Any:
@@ -228,8 +236,14 @@ class DockerBackend:
                 container=container.short_id,
                 image=image,
                 containment=CONTAINER,
+                **self._start_fields(),
             )
         return handle
+
+    def _start_fields(self) -> dict[str, Any]:
+        if not self._preloading:
+            return {}
+        return {"start": "cold", "cold_reason": COLD_IN_CONTAINER}
 
     def _image_into(self, run: dict[str, Any], cwd: Path, env: Mapping[str, str]) -> str:
         """The image to run and, into ``run``, what differs between crashpoint's own image

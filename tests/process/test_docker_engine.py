@@ -14,11 +14,12 @@ from typing import Any
 import psutil
 import pytest
 
-from harness.backends.docker import DockerBackend, DockerHandle, connect
+from harness.backends.docker import COLD_IN_CONTAINER, DockerBackend, DockerHandle, connect
 from harness.contract.errors import InfrastructureError
 from harness.history import History
 from harness.pytest_plugin import missing
 from harness.rendezvous import Rendezvous
+from harness.targets.config import load_config
 
 pytestmark = [pytest.mark.process, pytest.mark.docker]
 
@@ -139,3 +140,45 @@ def test_container_worker_held_at_a_failpoint_then_killed(
         assert handle.wait(10) == -signal.SIGKILL
         assert hit.wait_disconnected(5)
     assert "past the boundary" not in handle.stdout_path.read_text()
+
+
+PRELOADING = """\
+[target]
+name = "preloading"
+command = ["python3", "worker.py"]
+workers = 1
+lease_ttl_s = 0.5
+enqueue = ["python3", "enqueue.py", "{job_id}", "{payload_file}"]
+status = ["python3", "status.py", "{job_id}"]
+
+[target.preload]
+modules = ["json"]
+
+[[providers]]
+name = "billing"
+kind = "idempotent"
+"""
+
+
+def test_a_preloading_targets_container_worker_says_it_started_cold_and_why(
+    client: Any, workdir: Path
+) -> None:
+    # No container is forked from the run's zygote: each worker_start must say so, as a
+    # process backend's cold start does, or a report would count it as neither.
+    (workdir / "crashpoint.toml").write_text(PRELOADING)
+    make = DockerBackend.for_target(load_config(workdir / "crashpoint.toml"))
+    plain = DockerBackend.for_target(None)
+    for factory, preloading in ((make, True), (plain, False)):
+        backend = factory(client=client, history=History())
+        try:
+            handle = backend.start("w", [sys.executable, "-c", "pass"], env={}, cwd=workdir)
+            assert handle.wait(15) == 0
+        finally:
+            backend.close()
+        (start,) = [e.fields for e in backend._history if e.kind == "worker_start"]
+        if preloading:
+            assert start["start"] == "cold"
+            assert start["cold_reason"] == COLD_IN_CONTAINER
+        else:
+            assert "start" not in start
+            assert "cold_reason" not in start
