@@ -42,6 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PYQUEUE = ROOT / "tests" / "process" / "workers" / "pyqueue"
 HEAVY = ROOT / "benchmarks" / "heavy"
 GOAL = 2.0
+#: The form whose start-up is preloaded: its run needs benchmarks/heavy on PYTHONPATH.
+PRELOADED = "heavy preloaded"
 PROVIDERS = '[[providers]]\nname = "billing"\nkind = "idempotent"\n\n'
 PROVIDERS += '[[providers]]\nname = "mailer"\nkind = "plain"\n'
 
@@ -54,7 +56,7 @@ def argv(script: Path, *args: str, heavy: bool) -> str:
 
 def config(form: str) -> str:
     heavy = form != "light"
-    served = form.startswith("heavy served") or form == "heavy preloaded"
+    served = form not in ("light", "heavy one-shot")
     worker_args = ["--job-end"] if served else []
     lines = [
         "[target]",
@@ -72,7 +74,7 @@ def config(form: str) -> str:
         lines += ["", "[target.serve]", f"enqueue = {serve}", f"status = {serve}"]
         if form != "heavy served":
             lines.append('scope = "run"')
-    if form == "heavy preloaded":
+    if form == PRELOADED:
         lines += ["", "[target.preload]", 'modules = ["heavyframework"]']
     return "\n".join(lines) + "\n\n" + PROVIDERS
 
@@ -120,7 +122,7 @@ def main() -> None:
         "heavy one-shot",
         "heavy served",
         "heavy served per run",
-        "heavy preloaded",
+        PRELOADED,
     )
     if os.environ.get("HEAVY_FORMS"):
         wanted = {f.strip() for f in os.environ["HEAVY_FORMS"].split(",")}
@@ -133,7 +135,7 @@ def main() -> None:
             for form in forms:
                 out = Path(tmp) / f"{form}-{i}"
                 toml = Path(tmp) / f"{form}.toml"
-                sample = run_matrix(toml, out, seed=i + 1, preload=form == "heavy preloaded")
+                sample = run_matrix(toml, out, seed=i + 1, preload=form == PRELOADED)
                 samples[form].append(sample)
                 print(
                     f"  run {i + 1}/{runs} {form}: {sample['wall_s']:.1f} s, "
@@ -141,7 +143,7 @@ def main() -> None:
                     f"{len(sample['for_time'])} inconclusive for time"
                     + (
                         f", {sample['preloaded_starts']}/{sample['worker_starts']} workers forked"
-                        if form == "heavy preloaded"
+                        if form == PRELOADED
                         else ""
                     ),
                     flush=True,

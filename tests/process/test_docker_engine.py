@@ -142,22 +142,8 @@ def test_container_worker_held_at_a_failpoint_then_killed(
     assert "past the boundary" not in handle.stdout_path.read_text()
 
 
-PRELOADING = """\
-[target]
-name = "preloading"
-command = ["python3", "worker.py"]
-workers = 1
-lease_ttl_s = 0.5
-enqueue = ["python3", "enqueue.py", "{job_id}", "{payload_file}"]
-status = ["python3", "status.py", "{job_id}"]
-
-[target.preload]
-modules = ["json"]
-
-[[providers]]
-name = "billing"
-kind = "idempotent"
-"""
+#: An example that declares [target.preload] and no [target.docker].
+PRELOADING = Path(__file__).resolve().parents[2] / "examples" / "mcp-agent" / "crashpoint.toml"
 
 
 def test_a_preloading_targets_container_worker_says_it_started_cold_and_why(
@@ -165,8 +151,10 @@ def test_a_preloading_targets_container_worker_says_it_started_cold_and_why(
 ) -> None:
     # No container is forked from the run's zygote: each worker_start must say so, as a
     # process backend's cold start does, or a report would count it as neither.
-    (workdir / "crashpoint.toml").write_text(PRELOADING)
-    make = DockerBackend.for_target(load_config(workdir / "crashpoint.toml"))
+    config = load_config(PRELOADING)
+    assert config.preload
+    assert config.docker is None
+    make = DockerBackend.for_target(config)
     plain = DockerBackend.for_target(None)
     for factory, preloading in ((make, True), (plain, False)):
         backend = factory(client=client, history=History())
