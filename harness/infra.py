@@ -390,4 +390,5 @@ class RunInfra:
             # The server went away mid-run and could not be had again: the cells still to
             # come are skipped with the reason, never inconclusive noise or a crashed run.
             return skipped_result(cell, seed, f"no Toxiproxy server: {exc}")
-        return demoted(play(trial, driver), infrastructure_failure(trial))
+        played = play(trial, driver, infrastructure=infrastructure_failure)
+        return demoted(played, infrastructure_failure(trial))

@@ -13,7 +13,7 @@ import sys
 import time
 import traceback
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -121,14 +121,21 @@ def skipped_result(cell: Cell, seed: int, reason: str) -> TrialResult:
     )
 
 
-def play(trial: Trial, driver: Driver) -> TrialResult:
+def play(
+    trial: Trial,
+    driver: Driver,
+    *,
+    infrastructure: Callable[[Trial], str | None] | None = None,
+) -> TrialResult:
     """Run ``driver`` on ``trial`` (fresh, not yet set up), judge it and tear it down.
 
     The driver applies the scenario's faults and returns the jobs whose only safe end is
     needs_review. The workers are stopped before the oracle reads the history, so the
     events it judges are the whole trial, and exactly the list the result keeps.
     Anything the harness itself breaks on becomes an ``inconclusive`` verdict with the
-    reason, never a pass.
+    reason, never a pass. ``infrastructure`` says what of the run's own servers failed
+    under the trial (None: nothing): an error such a failure explains is not the
+    harness's bug, and prints no traceback.
     """
     t0 = time.monotonic()
     judged = Judgement(Verdict.INCONCLUSIVE)
@@ -139,7 +146,8 @@ def play(trial: Trial, driver: Driver) -> TrialResult:
         review = driver(trial)
         events, judged, stored = judge_trial(trial, review)
     except Exception as exc:
-        judged = Judgement(Verdict.INCONCLUSIVE, reason=broken_because(exc))
+        explained = None if infrastructure is None else (lambda: infrastructure(trial))
+        judged = Judgement(Verdict.INCONCLUSIVE, reason=broken_because(exc, explained))
     finally:
         trial.stop()
         # Before the last records are read: a dead provider is restarted on its log.
@@ -181,13 +189,19 @@ def judge_trial(
     return events, judged, stored
 
 
-def broken_because(exc: Exception) -> str:
-    """Why a trial the harness broke on is inconclusive, from what it raised."""
+def broken_because(exc: Exception, explained: Callable[[], str | None] | None = None) -> str:
+    """Why a trial the harness broke on is inconclusive, from what it raised.
+
+    An unexpected error prints its traceback, unless ``explained`` names a failure of the
+    run's infrastructure: a PostgreSQL restart cuts the harness's own connections
+    wherever it was (a consumer's ledger set-up, say), and the verdict names the restart.
+    """
     if isinstance(exc, Inconclusive):
         return str(exc)
     if isinstance(exc, CrashpointError):
         return f"{type(exc).__name__}: {exc}"
-    print(traceback.format_exc(), file=sys.stderr)
+    if explained is None or explained() is None:
+        print(traceback.format_exc(), file=sys.stderr)
     return f"harness error: {type(exc).__name__}: {exc}"
 
 
