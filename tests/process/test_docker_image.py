@@ -94,6 +94,17 @@ def variant(tmp_path: Path, *, command: str | None = None, build: Path = EXAMPLE
     return path
 
 
+def containers_of(client: Any, scratch: Path) -> list[Any]:
+    """The run-labelled containers of the runs whose trial directories are in ``scratch``
+    (their TMPDIR): the engine is shared with other tests' runs, which this must not see."""
+    found = []
+    for c in client.containers.list(all=True, filters={"label": RUN_LABEL}, ignore_removed=True):
+        env = c.attrs["Config"]["Env"] or []
+        if any(e.startswith(f"CRASHPOINT_STATE_DIR={scratch}") for e in env):
+            found.append(c)
+    return found
+
+
 def run_labelled(client: Any, run_id: str) -> dict[str, list[Any]]:
     label = {"label": f"{RUN_LABEL}={run_id}"}
     return {
@@ -299,11 +310,9 @@ def test_sigkilled_harness_leaves_no_container_volume_or_run_image(
         while run_id is None:
             assert harness.poll() is None, f"crashpoint exited {harness.returncode} too soon"
             assert time.monotonic() < deadline, "no worker container of this run appeared"
-            for c in client.containers.list(filters={"label": RUN_LABEL}, ignore_removed=True):
-                env = c.attrs["Config"]["Env"] or []
-                if any(e.startswith(f"CRASHPOINT_STATE_DIR={scratch}") for e in env):
-                    run_id = c.labels[RUN_LABEL]
-                    volumes = [m["Name"] for m in c.attrs["Mounts"] if m["Type"] == "volume"]
+            for c in containers_of(client, scratch):
+                run_id = c.labels[RUN_LABEL]
+                volumes = [m["Name"] for m in c.attrs["Mounts"] if m["Type"] == "volume"]
             time.sleep(0.1)
         assert volumes, "the image's VOLUME should give the container a volume"
         harness.send_signal(signal.SIGKILL)  # the harness alone: its watchdog must reap
@@ -356,4 +365,4 @@ def test_an_image_that_cannot_be_had_is_one_line_and_exit_2(
     assert lines[0].startswith("target: "), lines[0]
     assert lines[1].startswith(f"crashpoint: {config}: {says}"), lines[1]
     assert not (tmp_path / "out" / "results.json").exists()
-    assert not client.containers.list(all=True, filters={"label": RUN_LABEL})
+    assert containers_of(client, scratch) == []
