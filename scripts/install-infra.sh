@@ -129,13 +129,31 @@ npm_deps() {
 
 docker_engine() {
   apt_install docker.io
-  if docker info >/dev/null 2>&1; then log "docker: engine already running"; return 0; fi
+  if docker info >/dev/null 2>&1; then
+    log "docker: engine already running ($(docker info -f '{{.Driver}}' 2>/dev/null) storage)"; return 0
+  fi
   # No bridge or iptables on this kind of machine: containers use the host network.
-  nohup dockerd --iptables=false --ip-masq=false --bridge=none --storage-driver=vfs \
-    >"$state/dockerd.log" 2>&1 &
-  for _ in $(seq 1 100); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
-  docker info >/dev/null 2>&1 || { log "docker: dockerd did not start; see $state/dockerd.log"; return 1; }
-  log "docker: engine running"
+  # overlay2 shares the image's layers between its containers; vfs, where the kernel or
+  # the filesystem refuses overlay, copies the image's whole root into each new one
+  # (the 172 MB test image: about 0.6 s of the engine's CPU per container).
+  local driver pid
+  : >"$state/dockerd.log"
+  for driver in overlay2 vfs; do
+    nohup dockerd --iptables=false --ip-masq=false --bridge=none --storage-driver="$driver" \
+      >>"$state/dockerd.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 100); do
+      docker info >/dev/null 2>&1 && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.2
+    done
+    if docker info >/dev/null 2>&1; then log "docker: engine running ($driver storage)"; return 0; fi
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    log "docker: dockerd did not start with $driver storage"
+  done
+  log "docker: dockerd did not start; see $state/dockerd.log"
+  return 1
 }
 
 browser() {
