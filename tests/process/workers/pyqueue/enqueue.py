@@ -17,11 +17,11 @@ def main(job_id: str, payload_file: str, *flags: str) -> int:
         doc = json.load(f)
     conn = jobdb.connect()
     try:
-        if {"--drop-known", "--refuse-known"} & set(flags) and jobdb.known(conn, job_id):
-            if "--refuse-known" in flags:
-                print(json.dumps({"queued": False}))
-            return 0
-        jobdb.enqueue(conn, job_id, doc["provider"], json.dumps(doc["body"]))
+        dedupes = bool({"--drop-known", "--refuse-known"} & set(flags))
+        body = json.dumps(doc["body"])
+        queued = jobdb.enqueue(conn, job_id, doc["provider"], body, unless_known=dedupes)
+        if not queued and "--refuse-known" in flags:
+            print(json.dumps({"queued": False}))
     finally:
         conn.close()
     return 0

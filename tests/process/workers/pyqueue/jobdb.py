@@ -74,17 +74,29 @@ class Lease:
     owner: str
 
 
-def enqueue(conn: sqlite3.Connection, job_id: str, provider: str, body: str) -> None:
-    """Deliver ``job_id``: a new job the first time, one more delivery every time."""
+def enqueue(
+    conn: sqlite3.Connection, job_id: str, provider: str, body: str, *, unless_known: bool = False
+) -> bool:
+    """Deliver ``job_id``: a new job the first time, one more delivery every time, or, with
+    ``unless_known``, none to a job it holds. Whether it was delivered. The look and the
+    delivery are one transaction: two enqueues of a new job at once (a redelivery started
+    while the first delivery's command still runs) must not both find it unknown."""
     conn.execute("BEGIN IMMEDIATE")
-    conn.execute(
-        "INSERT OR IGNORE INTO jobs (job_id, provider, body) VALUES (?, ?, ?)",
-        (job_id, provider, body),
-    )
-    conn.execute(
-        "INSERT INTO deliveries (job_id, available_at) VALUES (?, ?)", (job_id, time.time())
-    )
-    conn.execute("COMMIT")
+    try:
+        if unless_known and known(conn, job_id):
+            return False
+        conn.execute(
+            "INSERT OR IGNORE INTO jobs (job_id, provider, body) VALUES (?, ?, ?)",
+            (job_id, provider, body),
+        )
+        conn.execute(
+            "INSERT INTO deliveries (job_id, available_at) VALUES (?, ?)", (job_id, time.time())
+        )
+        conn.execute("COMMIT")
+        return True
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
 
 
 def cancel(conn: sqlite3.Connection, job_id: str) -> None:
