@@ -270,8 +270,8 @@ def test_a_real_framework_worker_passes_and_its_buggy_variant_fails_naming_the_i
     project: pytest.Pytester,
 ) -> None:
     # The RQ example: a Python worker on a real queue library, two providers in one job.
-    # 20 to 30 s on two quiet cores, up to 60 s under stress-ng --cpu 2: two pytest
-    # sessions, each starting the providers, a Redis per trial and the RQ workers.
+    # About 20 s quiet, up to 60 s under stress-ng --cpu 2: two pytest sessions, each
+    # starting the providers, a Redis per trial and the RQ workers.
     cells = ["--crashpoint-scenario=crash_after_external_success", "--crashpoint-seed=7"]
     cells += ["--crashpoint-signal=SIGKILL"]
     good = run(project, f"--crashpoint={RQ / 'crashpoint.toml'}", *cells)
