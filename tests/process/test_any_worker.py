@@ -56,7 +56,7 @@ def explain(trial: dict[str, Any]) -> str:
 def test_the_correct_worker_holds_every_cell_at_both_providers(
     scratch: Path, tmp_path: Path
 ) -> None:
-    # The longest test of the default run (about 45 s on two quiet cores, 62 s under
+    # The longest test of the default run (about 45 s on two quiet cores, 55 to 62 s under
     # stress-ng --cpu 2): the one whole matrix of a command target in it, 64 cells, each
     # trial's status and enqueue a process start, as most third-party workers declare them.
     out = tmp_path / "out"
