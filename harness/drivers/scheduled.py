@@ -105,7 +105,15 @@ class Player:
         if step.at in ("arrival", "commit", "response"):
             action = "hold_before_commit" if step.at == "arrival" else "hold_after_commit"
             return trial.arm(Fault(action, times=step.hit, **self._deadline(step)))
+        if step.at == "start" and step.action == "provider_fault":
+            # At start is before any worker runs: armed after them, a worker's first write
+            # could pass first on a loaded machine, and the schedule play as no fault.
+            self._provider_fault(step)
         return None
+
+    def _provider_fault(self, step: FaultStep) -> None:
+        fault = Fault(step.fault, times=step.times, status=step.status, delay_s=step.delay_s)
+        self.trial.arm(fault)
 
     def _deadline(self, step: FaultStep) -> dict[str, Any]:
         """A request held before commit is let go by the provider itself, dropped, half a
@@ -258,7 +266,8 @@ class Player:
         elif step.action == "pause":
             self._pause(step, worker, let_go, release)
         elif step.action == "provider_fault":
-            trial.arm(Fault(step.fault, times=step.times, status=step.status, delay_s=step.delay_s))
+            if step.at != "start":  # armed already (_arm)
+                self._provider_fault(step)
             # Armed while the request is held: at arrival or commit it then goes through;
             # at response its answer is lost as always, so the fault meets the attempt
             # left unknown (a failing lookup at response is what reconcile runs into).

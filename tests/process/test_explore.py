@@ -173,6 +173,6 @@ def test_a_replay_plays_five_times_by_default_and_gives_the_rate(
     again = crashpoint("replay", str(out / plain["file"]), "--out", str(tmp_path / "bug"))
     assert again.returncode == 1, again.stdout + again.stderr
     assert "x5 against reference with mutant fresh_key_per_attempt" in again.stderr
-    assert "reproduced 5/5 (100%): the finding reproduces" in again.stderr
+    assert "reproduced 5/5 (100%): the finding reproduces" in again.stderr, again.stderr
     replay_of = json.loads((tmp_path / "bug" / "results.json").read_text())["replay_of"]
     assert (replay_of["repeat"], replay_of["reproduced"]) == (5, "5/5")
