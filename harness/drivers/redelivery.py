@@ -229,13 +229,19 @@ class _Round:
         delivery may have landed outside the first attempt."""
         trial = self.trial
         assert trial.target is not None
-        if trial.refused(self.job):
+        assert self.redelivery is not None
+        if self.redelivery.refused:
             if not self.landed_in_flight():
                 return False  # refused as a job that ended (or not yet begun): again
             # A queue that deduplicates a job it holds in flight protects it: the same
             # word for every target, and no gap (--strict passes it).
             trial.reached, trial.reached_by, trial.exercised = True, None, refused(self.job)
             return True
+        if trial.refused(self.job):
+            # The first delivery's own command was refused: on a starved machine the
+            # redelivery's, started later, delivered first, and the job ended before the
+            # other landed. No delivery met an attempt in flight: again.
+            return False
         within = consume_within_s(trial.target.poll_s)
         start = time.monotonic()
         deadline = start + within
@@ -312,13 +318,15 @@ def _never_in_flight(trial: Trial, rounds: list[_Round]) -> str:
 
 
 class _Enqueue:
-    """``trial.enqueue(job)`` in a thread of its own, ``after_s`` from now, its error kept
-    for :meth:`check`; :attr:`exited_at` is when its command exited."""
+    """``trial.deliver(job)`` in a thread of its own, ``after_s`` from now, its error kept
+    for :meth:`check`; :attr:`exited_at` is when its command exited, :attr:`refused`
+    whether the queue refused this delivery as a job it already holds."""
 
     def __init__(self, trial: Trial, job: str, *, after_s: float = 0.0) -> None:
         self._error: BaseException | None = None
         self.exited_at = float("inf")
         self.took_s = 0.0
+        self.refused = False
         at = time.monotonic() + after_s
 
         def run() -> None:
@@ -326,7 +334,7 @@ class _Enqueue:
                 if after_s > 0 and trial.abort.wait(max(0.0, at - time.monotonic())):
                     raise Inconclusive("interrupted")
                 started = time.monotonic()
-                trial.enqueue(job)
+                self.refused = trial.deliver(job)
                 self.exited_at = time.monotonic()
                 self.took_s = self.exited_at - started
             except BaseException as exc:  # raised again by check, in the driver's thread

@@ -97,7 +97,8 @@ class TargetAdapter(Protocol):
     #: (``[target] visibility_s``); None: the lease is the window.
     visibility_s: float | None
     #: Jobs whose last delivery the target's queue refused as one it already holds (its
-    #: enqueue command printed ``{"queued": false}``): a duplicate it deduplicated.
+    #: enqueue command printed ``{"queued": false}``): a duplicate it deduplicated. Read
+    #: only where no other delivery of the job runs; :meth:`enqueue` answers for its own.
     refused: set[str]
 
     def providers(self, kind: str) -> Sequence[tuple[str, str]]:
@@ -123,8 +124,10 @@ class TargetAdapter(Protocol):
         body: Mapping[str, Any],
         *,
         steps: Sequence[tuple[str, str]] = (),
-    ) -> None:
-        """Deliver a job; ``steps`` are a multi-step job's ``(step, provider)`` in order."""
+    ) -> bool:
+        """Deliver a job; ``steps`` are a multi-step job's ``(step, provider)`` in order.
+        True when the queue refused this delivery as a job it already holds (its enqueue
+        command printed ``{"queued": false}``)."""
         ...
 
     def redeliver(

@@ -182,7 +182,7 @@ class CommandAdapter(LifecycleCommands):
         body: Mapping[str, Any],
         *,
         steps: Sequence[tuple[str, str]] = (),
-    ) -> None:
+    ) -> bool:
         payload = self._payload_file(job_id)
         doc: dict[str, Any] = {"job_id": job_id, "provider": provider, "body": body}
         if steps:
@@ -190,11 +190,13 @@ class CommandAdapter(LifecycleCommands):
             doc["steps"] = [{"name": name, "provider": p} for name, p in steps]
         payload.write_text(json.dumps(doc))
         self._ends.enqueued(job_id)  # an end announced before now is not this delivery's
-        if self._calls.enqueue(job_id, doc, self._command_env()):
+        refused = self._calls.enqueue(job_id, doc, self._command_env())
+        if refused:
             self.refused.add(job_id)
         else:
             self.refused.discard(job_id)
         self._went_active()
+        return refused
 
     def redeliver(
         self,

@@ -104,8 +104,9 @@ class ReferenceAdapter:
         body: Mapping[str, Any],
         *,
         steps: Sequence[tuple[str, str]] = (),
-    ) -> None:
+    ) -> bool:
         self.target.enqueue(job_id, provider, body, steps=steps)
+        return False  # the ledger never refuses: a known job is delivered again
 
     def redeliver(
         self,

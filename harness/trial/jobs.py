@@ -29,23 +29,30 @@ class JobVerbs(TrialState):
         return dict(self._bodies[job_id])
 
     def enqueue(self, job_id: str | None = None, *, target: TargetAdapter | None = None) -> str:
-        target = target or self.target
-        assert target is not None
         if job_id is None:
             job_id = self.next_job_id()
+        self.deliver(job_id, target=target)
+        return job_id
+
+    def deliver(self, job_id: str, *, target: TargetAdapter | None = None) -> bool:
+        """Put ``job_id`` in the target's queue (again, if it is there already); True when
+        the queue refused this very delivery as a job it already holds."""
+        target = target or self.target
+        assert target is not None
         if job_id not in self.jobs:
             self.jobs.append(job_id)
         # Stamped when the delivery began: a worker may take the job up before a slow
         # enqueue command has exited.
         t = time.monotonic()
         body = self.job_body(job_id)
-        target.enqueue(job_id, self.provider_name, body, steps=self.steps)
+        # This call's own answer: two deliveries of one job may run at once.
+        refused = target.enqueue(job_id, self.provider_name, body, steps=self.steps)
         # The job's identity, when it names one: the oracle holds every call to it.
         bound = {"identity": body["identity"]} if "identity" in body else {}
-        if job_id in target.refused:
+        if refused:
             bound["queued"] = False  # the queue said it already holds the job
         self.history.append("supervisor", "enqueue", job=job_id, t=t, **bound)
-        return job_id
+        return refused
 
     def refused(self, job_id: str, *, since: float = 0.0) -> bool:
         """The target's queue refused a delivery of ``job_id`` enqueued after ``since``

@@ -76,21 +76,22 @@ def test_the_failing_history_is_released_before_the_takeover() -> None:
 class _SlowTarget:
     """A trial whose enqueue command has not exited until told to."""
 
-    def __init__(self, error: Exception | None = None) -> None:
+    def __init__(self, error: Exception | None = None, *, refuses: bool = False) -> None:
         self.go = threading.Event()
         self.error = error
+        self.refuses = refuses
         self.enqueued: list[str] = []
 
-    def enqueue(self, job_id: str) -> str:
+    def deliver(self, job_id: str) -> bool:
         self.go.wait()
         if self.error is not None:
             raise self.error
         self.enqueued.append(job_id)
-        return job_id
+        return self.refuses
 
 
 def _trial(target: _SlowTarget) -> Trial:
-    return target  # type: ignore[return-value]  # only .enqueue is used
+    return target  # type: ignore[return-value]  # only .deliver is used
 
 
 def test_a_redelivery_runs_beside_the_hold_and_its_error_is_kept() -> None:
@@ -101,6 +102,13 @@ def test_a_redelivery_runs_beside_the_hold_and_its_error_is_kept() -> None:
     redelivery.join()
     redelivery.check()
     assert ok.enqueued == ["j-0001"]
+    assert not redelivery.refused
+
+    refusing = _SlowTarget(refuses=True)
+    redelivery = _Enqueue(_trial(refusing), "j-0001")
+    refusing.go.set()
+    redelivery.join()
+    assert redelivery.refused  # its own answer, whatever another delivery's was
 
     failing = _SlowTarget(RuntimeError("enqueue exited 2"))
     redelivery = _Enqueue(_trial(failing), "j-0001")

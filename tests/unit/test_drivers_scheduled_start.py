@@ -1,8 +1,8 @@
 """A provider fault at ``start`` is in place before any worker runs.
 
 Armed after the workers started, a fast worker's first write could reach the provider
-before the fault did and the schedule would play as if it had none: a replay of a
-finding that needs no timing then held once in five under load.
+before the fault did and the schedule would play as if it had none (a replay of a
+finding that needs no timing reproduced fewer than five times in five under load).
 """
 
 from __future__ import annotations
