@@ -1,8 +1,9 @@
 """``python -m fake_providers.forkserver FD``: forks warm providers for one pool.
 
 A provider's start is a Python launch plus its imports (``http.server`` and the app):
-about 100 ms of CPU each, and a wide run starts dozens while every core is busy with
-its trials. This process pays that once: it imports everything a provider needs, then
+about 100 ms of CPU each (an MCP provider's SDK most of a second more), and a wide run
+starts dozens while every core is busy with its trials. This process pays that once: it
+imports everything a provider needs (the MCP SDK before its first MCP provider), then
 forks one child per request on the Unix socket ``FD`` (the pool's end is
 :class:`fake_providers.forked.ForkServer`). A child is what ``python -m fake_providers
 --secret-stdin --exit-on-stdin-eof`` would be: its own session, stdin and stdout on the
@@ -24,6 +25,7 @@ children stop by themselves at their own stdin's EOF.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
 import os
@@ -87,6 +89,8 @@ def _answer(
         raise ValueError(f"unknown op {op!r}; use spawn or status")
     if len(fds) != 2:
         raise ValueError(f"spawn needs two descriptors (stdin, stdout), got {len(fds)}")
+    if request["settings"].get("transport") == "mcp":
+        _load_mcp_sdk()
     # SIGCHLD waits until the pidfd is open: a child that dies at once is not reaped
     # before, so the pidfd names this child and no later process that reuses its number.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
@@ -97,6 +101,19 @@ def _answer(
         return {"pid": pid}, os.pidfd_open(pid)
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+
+
+@functools.cache
+def _load_mcp_sdk() -> None:
+    """Import the MCP SDK here, once, before the first MCP provider is forked: each would
+    otherwise import it after its fork (most of a second of CPU), and a wide run's first
+    trials ask for a dozen at once. A failed import is left for the child, which says why
+    on its first tool call."""
+    from fake_providers.mcp_tools import load_sdk
+
+    with contextlib.suppress(Exception):
+        load_sdk()
+    gc.freeze()
 
 
 def _child(sock: socket.socket, fds: list[int], settings: dict[str, Any], log: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -11,9 +12,13 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
+import httpx2
 import psutil
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from fake_providers import ProviderPool
 from fake_providers.forked import ForkedChild, ForkServer, ForkServerError
@@ -47,6 +52,38 @@ def test_a_pool_forks_its_providers_from_one_fork_server(tmp_path: Path) -> None
         assert pool.forks.forked == 2
         pids = [a.pid, b.pid, server]
     assert not any(psutil.pid_exists(pid) and _running(pid) for pid in pids)
+
+
+def test_the_fork_server_imports_the_mcp_sdk_once_for_every_mcp_provider(
+    tmp_path: Path,
+) -> None:
+    # The SDK's compiled core is mapped into a process once it imports the SDK: the fork
+    # server has it only after the first MCP provider was asked for, and keeps one thread
+    # (a fork copies only the calling thread), so each MCP provider forks with it loaded.
+    with ProviderPool(workdir=tmp_path) as pool:
+        pool.lease("plain", name="chat")
+        server = _server_pid(pool)
+        assert "_pydantic_core" not in Path(f"/proc/{server}/maps").read_text()
+        tickets = pool.lease("idempotent", name="tickets", transport="mcp")
+        assert "_pydantic_core" in Path(f"/proc/{server}/maps").read_text()
+        assert psutil.Process(server).num_threads() == 1
+        again = pool.lease("idempotent", name="tickets", transport="mcp")
+        assert pool.forks.forked == 3
+        for n, p in enumerate((tickets, again)):
+            doc = asyncio.run(_create_ticket(p.url, f"j-{n}"))
+            assert doc["status"] == 201, doc
+            assert [e.job_id for e in p.client.effects()] == [f"j-{n}"]
+
+
+async def _create_ticket(url: str, job: str) -> dict[str, Any]:
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(10.0)) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http), cache=None) as c,
+    ):
+        result = await c.call_tool(
+            "create_ticket", {"ticket": {"job_id": job}, "idempotency_key": job}
+        )
+        return dict(result.structured_content or {})
 
 
 def test_a_forked_provider_reports_how_it_died(tmp_path: Path) -> None:
