@@ -19,7 +19,7 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from harness.contract.errors import ConfigError
@@ -106,11 +106,13 @@ class Rendezvous:
         times: int = 1,
         step: str | None = None,
         provider: str | None = None,
+        then: Sequence[str] = (),
     ) -> Gate:
         """Arm a hold: the next ``times`` matching hits wait until resumed (``step``: only
         hits at that step of a multi-step job; ``provider``: no hit that names another
-        provider)."""
-        return self._holds.arm(point, job, attempt, times, step, provider)
+        provider; ``then``: the jobs aimed at next, in order, should ``job`` end without
+        reaching the point, as its ``job_end`` line says)."""
+        return self._holds.arm(point, job, attempt, times, step, provider, then)
 
     def disarm(self, gate: Gate) -> None:
         """Stop holding for ``gate``. Hits taken with :meth:`Gate.wait` stay held until
@@ -270,6 +272,18 @@ class Rendezvous:
                 **_source_line(msg),
                 **({} if msg.outcome is None else {"outcome": msg.outcome}),
             )
+        if point == JOB_END and job is not None and msg.outcome in JOB_OUTCOMES:
+            # Before the answer: the worker's next line, about its next job, meets the
+            # hold already moved on.
+            for moved, now in self._holds.ended(job):
+                if self._history is not None:
+                    self._history.append(
+                        "supervisor",
+                        "note",
+                        job=job,
+                        text=f"{job} ended without reaching {moved.point}: "
+                        f"the hold there aims at {now} now",
+                    )
         if gate is None:
             hit._resumed = True
             self._answer(conn)

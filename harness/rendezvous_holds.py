@@ -9,6 +9,7 @@ import socket
 import struct
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from harness.contract.errors import ConfigError, RendezvousTimeout
@@ -109,9 +110,14 @@ class Gate:
         times: int,
         step: str | None = None,
         provider: str | None = None,
+        then: Sequence[str] = (),
     ) -> None:
         self.point = point
         self.job = job
+        #: The jobs aimed at next, in order, should ``job`` end without reaching the point
+        #: (a worker whose call timed out looks the write up and never passes
+        #: ``after_external_call``): one that ends moves the hold on (:meth:`Holds.ended`).
+        self.then = tuple(then)
         self.attempt = attempt
         self.step = step
         self.provider = provider
@@ -194,10 +200,11 @@ class Holds:
         times: int,
         step: str | None = None,
         provider: str | None = None,
+        then: Sequence[str] = (),
     ) -> Gate:
         if times < 1:
             raise ConfigError(f"a hold needs times >= 1, got times={times!r}")
-        gate = Gate(point, job, attempt, times, step, provider)
+        gate = Gate(point, job, attempt, times, step, provider, then)
         with self._lock:
             self._gates.append(gate)
         return gate
@@ -219,6 +226,17 @@ class Holds:
                         self._gates.remove(gate)
                     return gate
         return None
+
+    def ended(self, job: str) -> list[tuple[Gate, str]]:
+        """``job`` ended for good: each gate still aimed at it moves on to its next job.
+        The gates moved, each with the job it aims at now."""
+        moved: list[tuple[Gate, str]] = []
+        with self._lock:
+            for gate in self._gates:
+                if gate.job == job and gate.then:
+                    gate.job, gate.then = gate.then[0], gate.then[1:]
+                    moved.append((gate, gate.job))
+        return moved
 
     def disarm(self, gate: Gate) -> list[Hit]:
         """Remove ``gate``; the hits it held that nobody took, which the caller lets go."""

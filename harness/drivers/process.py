@@ -18,14 +18,14 @@ DECIDE_WITHIN_S = 10.0
 def crash_at_failpoint(trial: Trial) -> frozenset[str]:
     """Kill the worker exactly at a failpoint, then let a fresh worker recover."""
     job = trial.enqueue_batch()
-    gate = trial.hold(trial.cell.point, job=job)
+    gate = trial.hold(trial.cell.point, job=job, or_next=True)
     w1 = trial.start_worker()
     hit = trial.wait_hit(gate, what=f"failpoint {trial.cell.point} for {job}")
     died_there = trial.crash(w1, trial.cell.signal or "SIGKILL", hit=hit)
     trial.start_worker()
     if trial.cell.point == "before_external_call" or not died_there:
         return NONE
-    return review_if_unqueryable(trial, job)
+    return review_if_unqueryable(trial, hit.job or job)
 
 
 def crash_during_call(trial: Trial) -> frozenset[str]:
@@ -48,14 +48,14 @@ def crash_during_call(trial: Trial) -> frozenset[str]:
 def lease_expiry_slow_worker(trial: Trial) -> frozenset[str]:
     """SIGSTOP the owner at a boundary past its lease; another finishes; SIGCONT."""
     job = trial.enqueue_batch()
-    gate = trial.hold(trial.cell.point, job=job)
+    gate = trial.hold(trial.cell.point, job=job, or_next=True)
     w1 = trial.start_worker()
     hit = trial.wait_hit(gate, what=f"failpoint {trial.cell.point} for {job}")
     trial.send(w1, "SIGSTOP")
     trial.stop_clear_of_write_locks(w1)
     # Let the frozen worker go at the boundary: it reads the answer only when thawed.
     hit.resume()
-    return take_over_then_thaw(trial, w1, job)
+    return take_over_then_thaw(trial, w1, hit.job or job)
 
 
 def take_over_then_thaw(

@@ -30,13 +30,25 @@ T = TypeVar("T")
 class FaultVerbs(TrialState):
     """Verbs that arm faults and wait at the boundaries they hold."""
 
-    def hold(self, point: str, *, job: str | None = None, step: str | None = None) -> Gate:
+    def hold(
+        self, point: str, *, job: str | None = None, step: str | None = None, or_next: bool = False
+    ) -> Gate:
         """Hold ``job``'s next hit at ``point``: at ``step`` of a multi-step job, else at
         a boundary of the cell's own provider (a hit that names another is let go: a job
-        may call billing, then mailer, and a mailer cell's kill belongs at mailer's)."""
+        may call billing, then mailer, and a mailer cell's kill belongs at mailer's).
+
+        ``or_next``: should ``job`` end without reaching the point, hold the next job
+        enqueued after it instead (then the one after that). A correct worker whose call
+        got no answer in its own time-out looks the write up and never passes
+        ``after_external_call``; on a loaded machine that happens, and the cell is then
+        played on the batch's next job rather than waited for in vain. The hit names the
+        job it held."""
         assert self.rendezvous is not None
         provider = self.provider_name if step is None else None
-        return self.rendezvous.hold(point, job=job, step=step, provider=provider)
+        then: list[str] = []
+        if or_next and job in self.jobs:
+            then = self.jobs[self.jobs.index(job) + 1 :]
+        return self.rendezvous.hold(point, job=job, step=step, provider=provider, then=then)
 
     @property
     def reach_s(self) -> float:

@@ -179,3 +179,46 @@ def test_a_job_end_event_is_heard_with_its_outcome(
     assert [job for job, _ in rendezvous.job_ends()] == ["j-0001"]
     hits = [(h.point, h.job, h.attempt, h.outcome) for h in rendezvous.hits()]
     assert hits == [("job_end", "j-0001", 2, "done"), ("job_end", "j-0002", None, "finished")]
+
+
+# Two jobs, one after the other, as a worker whose first call got no answer runs them:
+# the first looks its write up and ends without passing after_external_call.
+TWO_JOBS = """
+from harness.contract.failpoint import failpoint, job_end
+for job, points in (("j-0001", ("after_claim", "before_external_call", "before_reconcile")),
+                    ("j-0002", ("after_claim", "before_external_call", "after_external_call"))):
+    for point in points:
+        failpoint(point, job, 1)
+    job_end(job, "done", 1)
+"""
+
+
+def test_a_hold_moves_to_the_next_job_when_its_job_ends_without_reaching_it(
+    backend: ProcessBackend, rendezvous: Rendezvous, workdir: Path, history: History
+) -> None:
+    gate = rendezvous.hold("after_external_call", job="j-0001", then=["j-0002"])
+    script = workdir / "two_jobs.py"
+    script.write_text(TWO_JOBS)
+    env = {**os.environ, **rendezvous.env}
+    worker = backend.start("w", [sys.executable, "two_jobs.py"], env=env, cwd=workdir)
+    hit = gate.wait(10)
+    assert (hit.point, hit.job) == ("after_external_call", "j-0002")
+    assert hit.resume()
+    assert worker.wait(10) == 0
+    notes = [e.fields["text"] for e in history.of_kind("note")]
+    assert notes == [
+        "j-0001 ended without reaching after_external_call: the hold there aims at j-0002 now"
+    ]
+
+
+def test_a_hold_with_no_next_job_stays_on_its_own(
+    backend: ProcessBackend, rendezvous: Rendezvous, workdir: Path
+) -> None:
+    gate = rendezvous.hold("after_external_call", job="j-0001")
+    script = workdir / "two_jobs.py"
+    script.write_text(TWO_JOBS)
+    env = {**os.environ, **rendezvous.env}
+    worker = backend.start("w", [sys.executable, "two_jobs.py"], env=env, cwd=workdir)
+    assert worker.wait(10) == 0
+    with pytest.raises(RendezvousTimeout):
+        gate.wait(0)

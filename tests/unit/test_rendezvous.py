@@ -144,3 +144,21 @@ def test_hits_taken_before_disarm_stay_held() -> None:
     assert holds.disarm(gate) == []
     assert not taken._resumed
     assert wire.sent == []
+
+
+def test_a_job_that_ends_moves_its_hold_to_the_next_job() -> None:
+    holds = Holds()
+    gate = holds.arm("after_external_call", "j-1", None, 1, then=["j-2", "j-3"])
+    assert holds.claim("after_external_call", "j-2", 1) is None  # j-1 still runs
+    assert holds.ended("j-2") == []  # not the job it aims at
+    assert holds.ended("j-1") == [(gate, "j-2")]
+    assert holds.claim("after_external_call", "j-1", 2) is None  # a late j-1 is let go
+    assert holds.claim("after_external_call", "j-2", 1) is gate
+
+
+def test_a_hold_moves_no_further_than_its_last_job() -> None:
+    holds = Holds()
+    gate = holds.arm("after_external_call", "j-1", None, 1, then=["j-2"])
+    assert holds.ended("j-1") == [(gate, "j-2")]
+    assert holds.ended("j-2") == []
+    assert holds.claim("after_external_call", "j-2", 2) is gate
