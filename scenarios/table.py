@@ -69,8 +69,8 @@ class Scenario:
     #: A multi-step job: its ordered steps, each at its own provider (the reference's; a
     #: command target plays the scenario with the steps it declares, and only then).
     steps: tuple[Step, ...] = ()
-    #: The idempotent provider forgets a key this long after its first use (None: the
-    #: provider's default, a day).
+    #: The idempotent provider forgets a key this long after its first use, once the
+    #: job has completed (None: the provider's default, a day).
     key_ttl_s: float | None = None
     #: Steps a worker's wall clock (libfaketime): skipped, with the reason, where the
     #: library cannot be loaded, and for a worker whose clock the harness cannot reach.

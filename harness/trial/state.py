@@ -183,11 +183,6 @@ class TrialState:
             self.providers = start_providers(
                 declared, self.dir, self.target.provider_options(), pool=self._pool
             )
-        ttl = self.cell.scenario.key_ttl_s
-        if ttl is not None:
-            for provider in self.providers.values():
-                if provider.kind == "idempotent":
-                    provider.client.configure(key_ttl_s=ttl)
         for name, provider in self.providers.items():
             if provider.persona == "openai":
                 # A model re-plans: every retried job's plan comes in other words (tool
