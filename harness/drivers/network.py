@@ -53,9 +53,10 @@ def proxy_down_while_reconciling(trial: Trial) -> frozenset[str]:
     """Crash after the call; the recovering worker reconciles against a dead provider."""
     net = _net(trial)
     job = trial.enqueue_batch()
-    gate = trial.hold("after_external_call", job=job)
+    gate = trial.hold("after_external_call", job=job, or_next=True)
     w1 = trial.start_worker()
     hit = trial.wait_hit(gate, what=f"failpoint after_external_call for {job}")
+    job = hit.job or job
     trial.crash(w1, "SIGKILL", hit=hit)
     reconcile = trial.hold("before_reconcile", job=job)
     trial.start_worker()
@@ -72,7 +73,7 @@ def ledger_link_fault(trial: Trial) -> frozenset[str]:
     """Latency or a reset on the worker's database link while it writes its result."""
     net = _net(trial)
     job = trial.enqueue_batch()
-    gate = trial.hold("after_external_call", job=job)
+    gate = trial.hold("after_external_call", job=job, or_next=True)
     trial.start_worker()
     hit = trial.wait_hit(gate, what=f"failpoint after_external_call for {job}")
     lease = trial.config.lease_ttl_s

@@ -106,9 +106,10 @@ def held_past_client_timeout(trial: Trial) -> frozenset[str]:
 def lookup_unavailable(trial: Trial) -> frozenset[str]:
     """Crash after the call, then make the recovering worker's lookups fail with 503."""
     job = trial.enqueue_batch()
-    gate = trial.hold("after_external_call", job=job)
+    gate = trial.hold("after_external_call", job=job, or_next=True)
     w1 = trial.start_worker()
     hit = trial.wait_hit(gate, what=f"failpoint after_external_call for {job}")
+    job = hit.job or job
     trial.arm(Fault("fail_lookup", job=job, times=2, status=503))
     trial.crash(w1, "SIGKILL", hit=hit)
     trial.start_worker()
