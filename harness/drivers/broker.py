@@ -66,9 +66,10 @@ def broker_restart(trial: Trial) -> frozenset[str]:
         trial.start_worker()
         return NONE
     job = trial.enqueue_batch()
-    gate = trial.hold(POINT, job=job)
+    gate = trial.hold(POINT, job=job, or_next=True)
     trial.start_worker()
     hit = trial.wait_hit(gate, what=f"failpoint {POINT} for {job}")
+    job = hit.job or job
     _stop(trial, broker, sig)
     resumed = time.monotonic()
     hit.resume()

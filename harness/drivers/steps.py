@@ -26,9 +26,10 @@ def crash_at_step(trial: Trial) -> frozenset[str]:
     """Kill the worker at one boundary of one step, then let a fresh worker recover."""
     boundary, step = split_point(trial.cell.point)
     job = trial.enqueue_batch()
-    gate = trial.hold(boundary, job=job, step=step)
+    gate = trial.hold(boundary, job=job, step=step, or_next=True)
     w1 = trial.start_worker()
     hit = trial.wait_hit(gate, what=f"failpoint {boundary} of step {step} for {job}")
+    job = hit.job or job
     died_there = trial.crash(w1, trial.cell.signal or "SIGKILL", hit=hit)
     trial.start_worker()
     if boundary != "after_external_call" or not died_there:

@@ -27,9 +27,10 @@ NO_UPGRADE = (
 def upgrade_during_recovery(trial: Trial) -> frozenset[str]:
     """Kill the old release at ``after_external_call``; the upgraded one recovers."""
     job = trial.enqueue_batch()
-    gate = trial.hold(POINT, job=job)
+    gate = trial.hold(POINT, job=job, or_next=True)
     old = trial.start_worker()
     hit = trial.wait_hit(gate, what=f"failpoint {POINT} for {job}")
+    job = hit.job or job
     died_there = trial.crash(old, trial.cell.signal or "SIGKILL", hit=hit)
     new = trial.start_worker(upgraded=True)
     trial.history.append(
